@@ -1,0 +1,195 @@
+package assign
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is a group's configuration: its tasks and the rules the leader
+// places them by. It is stored in the group's KV bucket when the group is
+// created; every member must agree with it. The assignor reads the placement
+// fields; the agents read the timeouts.
+type Config struct {
+	// Stateful and Stateless are task specs: comma-separated IDs or ranges
+	// such as "orders-0..63". Expand them with Tasks.
+	Stateful  []string `json:"stateful,omitempty" yaml:"stateful,omitempty"`
+	Stateless []string `json:"stateless,omitempty" yaml:"stateless,omitempty"`
+
+	Handover Mode `json:"handover" yaml:"handover"`
+	// AcceptableLag is how many changelog messages a learner may still be
+	// behind when it is promoted.
+	AcceptableLag uint64 `json:"acceptableLag" yaml:"acceptableLag"`
+	// MaxLearners bounds learners in flight over the whole group, and
+	// MaxLearnersPerMember on any one member. Zero means no bound.
+	MaxLearners          int `json:"maxLearners" yaml:"maxLearners"`
+	MaxLearnersPerMember int `json:"maxLearnersPerMember" yaml:"maxLearnersPerMember"`
+	// Standbys is how many warm copies of each stateful task are kept on
+	// members other than its owner.
+	Standbys int `json:"standbys" yaml:"standbys"`
+
+	// SessionTimeout is how long a member's record lives without a
+	// heartbeat before the member counts as dead.
+	SessionTimeout Duration `json:"sessionTimeout" yaml:"sessionTimeout"`
+	// LeaveTimeout bounds a graceful leave: after it, a leaving member's
+	// remaining tasks move even if their learners have not caught up.
+	LeaveTimeout Duration `json:"leaveTimeout" yaml:"leaveTimeout"`
+	// ReleaseTimeout is how long the leader waits for a revoked task's
+	// release before it moves the task anyway (the old owner is fenced).
+	ReleaseTimeout Duration `json:"releaseTimeout" yaml:"releaseTimeout"`
+	// StableMaxWait is how long a stable round waits for all its learners
+	// before caught-up learners are promoted one by one.
+	StableMaxWait Duration `json:"stableMaxWait" yaml:"stableMaxWait"`
+}
+
+// DefaultConfig returns the defaults for a new group with no tasks.
+func DefaultConfig() Config {
+	return Config{
+		Handover:             Eager,
+		AcceptableLag:        100,
+		MaxLearners:          0,
+		MaxLearnersPerMember: 4,
+		Standbys:             0,
+		SessionTimeout:       Duration(6 * time.Second),
+		LeaveTimeout:         Duration(5 * time.Minute),
+		ReleaseTimeout:       Duration(10 * time.Second),
+		StableMaxWait:        Duration(2 * time.Minute),
+	}
+}
+
+var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// ValidTaskID reports whether id can name a task: 1 to 128 letters, digits,
+// '-' or '_' (a task ID is one token of a NATS subject).
+func ValidTaskID(id string) bool { return taskIDPattern.MatchString(id) }
+
+// maxTasks bounds a group's size so that a typo in a range cannot make a
+// member allocate without limit.
+const maxTasks = 100_000
+
+// ExpandSpec expands one task spec: comma-separated IDs, each either a plain
+// ID or a range "prefix-A..B" (A <= B, decimal) that stands for prefix-A,
+// prefix-A+1, ... prefix-B.
+func ExpandSpec(spec string) ([]string, error) {
+	var out []string
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		dots := strings.Index(part, "..")
+		if dots < 0 {
+			if !ValidTaskID(part) {
+				return nil, fmt.Errorf("task ID %q: use 1 to 128 letters, digits, '-' or '_'", part)
+			}
+			out = append(out, part)
+			continue
+		}
+		head, hi := part[:dots], part[dots+2:]
+		i := len(head)
+		for i > 0 && head[i-1] >= '0' && head[i-1] <= '9' {
+			i--
+		}
+		prefix, lo := head[:i], head[i:]
+		a, errA := strconv.Atoi(lo)
+		b, errB := strconv.Atoi(hi)
+		if lo == "" || errA != nil || errB != nil || a > b {
+			return nil, fmt.Errorf("task range %q: write it as prefix-FIRST..LAST, e.g. orders-0..63", part)
+		}
+		if b-a+1 > maxTasks {
+			return nil, fmt.Errorf("task range %q has %d tasks; at most %d are allowed", part, b-a+1, maxTasks)
+		}
+		for n := a; n <= b; n++ {
+			id := prefix + strconv.Itoa(n)
+			if !ValidTaskID(id) {
+				return nil, fmt.Errorf("task ID %q from range %q: use 1 to 128 letters, digits, '-' or '_'", id, part)
+			}
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// Tasks expands the config's task specs into tasks sorted by ID.
+func (c Config) Tasks() ([]Task, error) {
+	seen := map[string]bool{}
+	var out []Task
+	add := func(specs []string, stateful bool) error {
+		for _, s := range specs {
+			ids, err := ExpandSpec(s)
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if seen[id] {
+					return fmt.Errorf("task %q is listed twice; each task is either stateful or stateless, once", id)
+				}
+				seen[id] = true
+				out = append(out, Task{ID: id, Stateful: stateful})
+			}
+		}
+		return nil
+	}
+	if err := add(c.Stateful, true); err != nil {
+		return nil, err
+	}
+	if err := add(c.Stateless, false); err != nil {
+		return nil, err
+	}
+	if len(out) > maxTasks {
+		return nil, fmt.Errorf("the group has %d tasks; at most %d are allowed", len(out), maxTasks)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// Validate reports the first problem with c, in words that say how to fix it.
+func (c Config) Validate() error {
+	var errs []error
+	if _, err := c.Tasks(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Handover != Eager && c.Handover != Stable {
+		errs = append(errs, fmt.Errorf("handover mode %q: use eager or stable", c.Handover))
+	}
+	if c.MaxLearners < 0 || c.MaxLearnersPerMember < 0 {
+		errs = append(errs, errors.New("max learners must be 0 (no bound) or more"))
+	}
+	if c.Standbys < 0 {
+		errs = append(errs, errors.New("standbys must be 0 or more"))
+	}
+	if c.SessionTimeout.D() < 2*time.Second {
+		errs = append(errs, fmt.Errorf("session timeout %s: use at least 2s (NATS KV TTLs start at 1s and heartbeats need room)", c.SessionTimeout.D()))
+	}
+	if c.LeaveTimeout.D() <= 0 || c.ReleaseTimeout.D() <= 0 || c.StableMaxWait.D() <= 0 {
+		errs = append(errs, errors.New("leave timeout, release timeout and stable max wait must be positive durations such as 30s"))
+	}
+	return errors.Join(errs...)
+}
+
+// Diff lists, as "field: stored -> proposed" lines, where c and other differ.
+// An empty result means they agree.
+func (c Config) Diff(other Config) []string {
+	var d []string
+	cmp := func(name string, a, b any) {
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			d = append(d, fmt.Sprintf("%s: %v -> %v", name, a, b))
+		}
+	}
+	cmp("stateful", c.Stateful, other.Stateful)
+	cmp("stateless", c.Stateless, other.Stateless)
+	cmp("handover", c.Handover, other.Handover)
+	cmp("acceptableLag", c.AcceptableLag, other.AcceptableLag)
+	cmp("maxLearners", c.MaxLearners, other.MaxLearners)
+	cmp("maxLearnersPerMember", c.MaxLearnersPerMember, other.MaxLearnersPerMember)
+	cmp("standbys", c.Standbys, other.Standbys)
+	cmp("sessionTimeout", c.SessionTimeout.D(), other.SessionTimeout.D())
+	cmp("leaveTimeout", c.LeaveTimeout.D(), other.LeaveTimeout.D())
+	cmp("releaseTimeout", c.ReleaseTimeout.D(), other.ReleaseTimeout.D())
+	cmp("stableMaxWait", c.StableMaxWait.D(), other.StableMaxWait.D())
+	return d
+}

@@ -1,0 +1,190 @@
+package assign
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Mode says when caught-up learners are promoted.
+type Mode string
+
+const (
+	// Eager promotes each learner in the generation after it has caught up.
+	Eager Mode = "eager"
+	// Stable promotes the learners of a round together once all of them have
+	// caught up, or, after Config.StableMaxWait, each one as it catches up.
+	Stable Mode = "stable"
+)
+
+// Duration is a time.Duration that reads and writes JSON and YAML as a Go
+// duration string ("30s"), so that stored configs and plan files stay legible.
+type Duration time.Duration
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string such as "1m30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes d as a duration string (YAML and flags).
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a duration string (YAML and flags).
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Task is a unit of work. Only stateful tasks have a changelog, learners and
+// standbys.
+type Task struct {
+	ID       string `json:"id"`
+	Stateful bool   `json:"stateful"`
+}
+
+// Member is a live member of the group as the leader sees it: its record in
+// the group's KV bucket. Dead members are simply absent from Input.Members.
+type Member struct {
+	ID string `json:"id"`
+	// Capacity weighs the member's share of tasks; values below 1 count as 1.
+	Capacity int    `json:"capacity,omitempty"`
+	Zone     string `json:"zone,omitempty"`
+	Leaving  bool   `json:"leaving,omitempty"`
+	// Positions is how far the member's local copy of each stateful task
+	// reaches: the changelog sequence it has applied. Tasks it holds no state
+	// for are absent.
+	Positions map[string]uint64 `json:"positions,omitempty"`
+	// Released acknowledges revokes: the member's worker stopped the task and
+	// made its last commit at changelog sequence Seq while the task was at
+	// Epoch. A release whose epoch is not the task's current epoch is stale
+	// and ignored.
+	Released map[string]Release `json:"released,omitempty"`
+}
+
+// Release is a member's acknowledgement that it stopped a revoked task.
+type Release struct {
+	Epoch uint64    `json:"epoch"`
+	Seq   uint64    `json:"seq"`
+	At    time.Time `json:"at"`
+}
+
+// Assignment is the state the leader publishes, one version per generation.
+// It is both the assignor's input (the current assignment) and its output.
+type Assignment struct {
+	Generation uint64                     `json:"generation"`
+	Tasks      map[string]*TaskAssignment `json:"tasks"`
+	// Leaving records when the leader first saw each leaving member, so that
+	// the leave timeout survives a change of leader.
+	Leaving map[string]time.Time `json:"leaving,omitempty"`
+	// Round is the stable-mode round of learners in flight, if any.
+	Round *Round `json:"round,omitempty"`
+}
+
+// TaskAssignment is one task's placement.
+type TaskAssignment struct {
+	// Active is the member that processes the task; "" while no live
+	// member can take it.
+	Active string `json:"active,omitempty"`
+	// Epoch rises by one each time Active changes; it fences stale owners.
+	Epoch uint64 `json:"epoch"`
+	// Revoke is set while Active is being asked to stop the task so that
+	// Revoke.Target can take it over.
+	Revoke *Revoke `json:"revoke,omitempty"`
+	// HandoffSeq is the changelog sequence of the previous owner's last
+	// commit when Active took over from a release; the new owner applies up
+	// to it before it serves. Zero when unknown (failover, forced move).
+	HandoffSeq uint64 `json:"handoffSeq,omitempty"`
+	// Learners are members warming up to take the task over.
+	Learners []Learner `json:"learners,omitempty"`
+	// Standbys keep the task warm for failover.
+	Standbys []string `json:"standbys,omitempty"`
+}
+
+// Revoke is a pending move of a task away from its active owner.
+type Revoke struct {
+	Target string    `json:"target"`
+	Since  time.Time `json:"since"`
+	// Reason is a short, stable word: "balance", "leave", "leave-timeout".
+	Reason string `json:"reason"`
+}
+
+// Learner is a member warming a task up.
+type Learner struct {
+	Member string    `json:"member"`
+	Since  time.Time `json:"since"`
+}
+
+// Round is a stable-mode batch of learners promoted together.
+type Round struct {
+	ID      uint64    `json:"id"`
+	Started time.Time `json:"started"`
+	Tasks   []string  `json:"tasks"`
+}
+
+// Input is everything the assignor looks at. It holds no clocks but Now.
+type Input struct {
+	Config  Config                       `json:"config"`
+	Now     time.Time                    `json:"now"`
+	Members []Member                     `json:"members"`
+	Current Assignment                   `json:"current"`
+	Lags    map[string]map[string]uint64 `json:"lags,omitempty"` // task -> member -> lag in messages, as learners and standbys report it
+}
+
+// MoveKind names what happened to a task in a plan.
+type MoveKind string
+
+// The kinds of Move.
+const (
+	MoveAssign      MoveKind = "assign"       // an unowned task got an owner
+	MoveFailover    MoveKind = "failover"     // the owner died; a live member took over
+	MoveLearnerAdd  MoveKind = "learner-add"  // a learner started warming up
+	MoveLearnerDrop MoveKind = "learner-drop" // a learner was no longer needed
+	MoveRevoke      MoveKind = "revoke"       // the owner was asked to release
+	MovePromote     MoveKind = "promote"      // ownership moved to the target after release or timeout
+	MoveStandbyAdd  MoveKind = "standby-add"  // a standby was placed
+	MoveStandbyDrop MoveKind = "standby-drop" // a standby was removed
+	MoveUnassign    MoveKind = "unassign"     // no live member can own the task
+)
+
+// Move explains one change the plan makes to a task.
+type Move struct {
+	Task   string   `json:"task"`
+	Kind   MoveKind `json:"kind"`
+	From   string   `json:"from,omitempty"`
+	To     string   `json:"to,omitempty"`
+	Reason string   `json:"reason"`
+}
+
+// Result is the assignor's output.
+type Result struct {
+	// Assignment is the next state. Its Generation is Current.Generation+1
+	// when anything changed, else Current.Generation.
+	Assignment Assignment `json:"assignment"`
+	Changed    bool       `json:"changed"`
+	Moves      []Move     `json:"moves,omitempty"`
+	// Shutdown lists the leaving members that own nothing and may exit.
+	Shutdown []string `json:"shutdown,omitempty"`
+	// NextDeadline is when the plan would change with time alone (a release,
+	// leave or stable-round timeout); zero if never. The leader plans again
+	// then even if nothing else happens.
+	NextDeadline time.Time `json:"nextDeadline,omitempty"`
+}

@@ -1,0 +1,93 @@
+// Command handoff is the sidecar agent of a stateful stream-processing group
+// and the tools around it. main only handles signals and dispatch; each
+// subcommand lives in a file of its own.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand: a one-line summary and the function that runs it.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, env *env) error
+}
+
+// env is what a subcommand may touch of the outside world.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// getenv reads HANDOFF_* settings; tests replace it.
+	getenv func(string) string
+}
+
+var commands = map[string]command{}
+
+// register adds a subcommand; called from init functions of the files that
+// implement them.
+func register(name, summary string, run func(ctx context.Context, args []string, env *env) error) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel() // first signal: shut down in order
+		<-sigs
+		fmt.Fprintln(os.Stderr, "handoff: second signal, exiting at once")
+		os.Exit(130)
+	}()
+	err := run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	cancel()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "handoff:", err)
+		os.Exit(1)
+	}
+}
+
+// run dispatches args to a subcommand.
+func run(ctx context.Context, args []string, e *env) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(e.stdout)
+		if len(args) == 0 {
+			return errors.New("name a command")
+		}
+		return nil
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		usage(e.stderr)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	return c.run(ctx, args[1:], e)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `handoff moves stateful stream-processing tasks between members without pausing
+them to rebuild state: a task's next owner replays its changelog first.
+
+Usage: handoff <command> [flags]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprint(w, "\nRun 'handoff <command> --help' for a command's flags.\n")
+}
