@@ -118,13 +118,15 @@ type LeaveStatus struct {
 
 // LearnerProgress is one learner's or standby's progress on a task.
 type LearnerProgress struct {
-	Task     string        `json:"task"`
-	Member   string        `json:"member"`
-	Role     string        `json:"role"`
-	Applied  uint64        `json:"applied"`
-	End      uint64        `json:"end"`
-	Lag      uint64        `json:"lag"`
-	LagBytes uint64        `json:"lagBytes"`
+	Task     string `json:"task"`
+	Member   string `json:"member"`
+	Role     string `json:"role"`
+	Applied  uint64 `json:"applied"`
+	End      uint64 `json:"end"`
+	Lag      uint64 `json:"lag"`
+	LagBytes uint64 `json:"lagBytes"`
+	// Replayed is how many messages this restore has applied so far.
+	Replayed uint64        `json:"replayed"`
 	Rate     float64       `json:"rate"` // messages per second
 	ETA      time.Duration `json:"eta"`
 	Updated  time.Time     `json:"updated"`

@@ -1,0 +1,271 @@
+// Package agent is the sidecar's core: membership with heartbeats, leader
+// election on a KV lease, the leader's loop that plans and publishes
+// generations with the pure assignor (agent/assign), and the member's loop
+// that applies its part of each generation: it runs restores for learners
+// and standbys, activates tasks it is given, asks its worker to release
+// revoked tasks, and serves the worker's commits through the fenced
+// changelog. Agent implements httpapi.Backend.
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+// Log field names.
+const (
+	fTask       = "task"
+	fMember     = "member"
+	fEpoch      = "epoch"
+	fSeq        = "seq"
+	fGeneration = "generation"
+	fRevision   = "revision"
+)
+
+// Options configure an Agent.
+type Options struct {
+	Group    string
+	MemberID string
+	// Addr is the worker API's address, advertised in the member record.
+	Addr     string
+	Zone     string
+	Capacity int
+	// Config is this member's idea of the group config: it creates the
+	// group if it has none, and must agree with the stored config in the
+	// fields named by ConfigFields (json names; nil means every field).
+	Config       assign.Config
+	ConfigFields []string
+	// Replicas of the changelog stream and KV bucket (3 on a cluster).
+	Replicas int
+	Logger   zerolog.Logger
+	// Registerer receives the agent's metrics; nil means none.
+	Registerer prometheus.Registerer
+}
+
+// Agent is one member's sidecar. Open it, Run it, Close it.
+type Agent struct {
+	opts        Options
+	log         zerolog.Logger
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	kv          jetstream.KeyValue
+	clog        *changelog.Log
+	store       *statestore.Store
+	metrics     *metrics
+	progress    *progressBook
+	incarnation string
+	started     time.Time
+
+	cfgMu sync.RWMutex
+	cfg   assign.Config
+	kinds map[string]bool // task -> stateful
+
+	// mu guards the member's runtime state below.
+	mu           sync.Mutex
+	tasks        map[string]*task
+	generation   uint64
+	entry        memberEntry
+	entryRev     uint64
+	included     bool // some generation has included this member
+	releases     map[string]assign.Release
+	leavingSince *time.Time
+	version      uint64
+	changed      chan struct{} // closed and replaced on every view change
+	positions    map[string]uint64
+
+	leading    atomic.Bool
+	leaderKick chan struct{}
+	hbKick     chan struct{}
+
+	// bg owns the per-task goroutines (restores, activations).
+	bg     sync.WaitGroup
+	bgCtx  context.Context
+	bgStop context.CancelFunc
+}
+
+// Open joins the group's NATS resources (creating the changelog stream, the
+// KV bucket and the group config if they are missing) and checks this
+// member's config against the group's. It does not start anything.
+func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Options) (*Agent, error) {
+	if !changelog.ValidGroup(opts.Group) {
+		return nil, fmt.Errorf("group name %q: use 1 to 64 letters, digits, '-' or '_'", opts.Group)
+	}
+	if !ValidMemberID(opts.MemberID) {
+		return nil, fmt.Errorf("member ID %q: use 1 to 128 letters, digits, '-' or '_' (set --member-id)", opts.MemberID)
+	}
+	if opts.Capacity < 1 {
+		opts.Capacity = 1
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	kv, err := OpenBucket(ctx, js, opts.Group, opts.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := EnsureConfig(ctx, kv, opts.Group, opts.Config, opts.ConfigFields)
+	if err != nil {
+		return nil, err
+	}
+	clog, err := changelog.Open(ctx, js, changelog.Options{Group: opts.Group, Replicas: opts.Replicas})
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		opts:        opts,
+		log:         opts.Logger.With().Str(fMember, opts.MemberID).Logger(),
+		nc:          nc,
+		js:          js,
+		kv:          kv,
+		clog:        clog,
+		store:       store,
+		metrics:     newMetrics(opts.Registerer),
+		incarnation: newIncarnation(),
+		started:     time.Now(),
+		tasks:       map[string]*task{},
+		releases:    map[string]assign.Release{},
+		changed:     make(chan struct{}),
+		positions:   map[string]uint64{},
+		leaderKick:  make(chan struct{}, 1),
+		hbKick:      make(chan struct{}, 1),
+	}
+	a.progress = newProgressBook(a.kickLeader)
+	if err := a.setConfig(cfg); err != nil {
+		return nil, err
+	}
+	metas, err := store.Tasks()
+	if err != nil {
+		return nil, fmt.Errorf("list local tasks: %w", err)
+	}
+	for _, m := range metas {
+		a.positions[m.Task] = m.Applied
+	}
+	a.bgCtx, a.bgStop = context.WithCancel(context.Background())
+	return a, nil
+}
+
+func newIncarnation() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Run takes part in the group until ctx ends: heartbeats, election and
+// leading, applying generations, progress. It returns nil when ctx ends, or
+// the first error that stops it. Run does not leave the group: call Leave
+// and wait for the shutdown signal first for a graceful exit.
+func (a *Agent) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.runHeartbeat(gctx) })
+	g.Go(func() error { return a.runProgress(gctx) })
+	g.Go(func() error { return a.runConfigWatch(gctx) })
+	g.Go(func() error { return a.runMember(gctx) })
+	g.Go(func() error { return a.runElection(gctx) })
+	err := g.Wait()
+	a.stopAllTasks()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// Close removes the member's record (so the group sees it gone at once) and
+// stops background work. The NATS connection and the store belong to the
+// caller.
+func (a *Agent) Close() error {
+	a.stopAllTasks()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := a.kv.Delete(ctx, prefixMember+a.opts.MemberID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("delete member record: %w", err)
+	}
+	return nil
+}
+
+func (a *Agent) stopAllTasks() {
+	a.bgStop()
+	a.bg.Wait()
+}
+
+// config returns the group config in force.
+func (a *Agent) config() assign.Config {
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	return a.cfg
+}
+
+func (a *Agent) setConfig(cfg assign.Config) error {
+	tasks, err := cfg.Tasks()
+	if err != nil {
+		return fmt.Errorf("group config: %w", err)
+	}
+	kinds := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		kinds[t.ID] = t.Stateful
+	}
+	a.cfgMu.Lock()
+	a.cfg, a.kinds = cfg, kinds
+	a.cfgMu.Unlock()
+	a.progress.setAcceptable(cfg.AcceptableLag)
+	return nil
+}
+
+// taskKind reports whether task exists in the group and is stateful.
+func (a *Agent) taskKind(task string) (stateful, ok bool) {
+	a.cfgMu.RLock()
+	defer a.cfgMu.RUnlock()
+	stateful, ok = a.kinds[task]
+	return stateful, ok
+}
+
+func (a *Agent) setLeader(on bool) { a.leading.Store(on) }
+
+// kickLeader wakes the leader loop, if this member leads.
+func (a *Agent) kickLeader() {
+	if !a.leading.Load() {
+		return
+	}
+	select {
+	case a.leaderKick <- struct{}{}:
+	default:
+	}
+}
+
+// kickHeartbeat makes the heartbeat loop publish the member record now.
+func (a *Agent) kickHeartbeat() {
+	select {
+	case a.hbKick <- struct{}{}:
+	default:
+	}
+}
+
+// bumpView records a change of the worker's view and wakes long-polls.
+// Callers hold a.mu.
+func (a *Agent) bumpViewLocked() {
+	a.version++
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+var _ httpapi.Backend = (*Agent)(nil)
+
+// Leading reports whether this member currently leads the group.
+func (a *Agent) Leading() bool { return a.leading.Load() }

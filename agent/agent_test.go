@@ -1,0 +1,125 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+func TestConvergeJoinLeave(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0..11", "enrich-0..3"))
+	c.start("m1")
+	c.start("m2")
+	waitFor(t, 20*time.Second, "two members balanced", func() error {
+		gv := c.view()
+		if err := balanced(gv, "m1", "m2"); err != nil {
+			return err
+		}
+		return c.activeEverywhere(gv)
+	})
+	gen := c.view().Generation
+
+	c.start("m3")
+	waitFor(t, 20*time.Second, "three members balanced", func() error {
+		gv := c.view()
+		if err := balanced(gv, "m1", "m2", "m3"); err != nil {
+			return err
+		}
+		return c.activeEverywhere(gv)
+	})
+	if g := c.view().Generation; g <= gen {
+		t.Fatalf("generation after join = %d, want > %d", g, gen)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.members["m3"].a.Leave(ctx); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	if err := c.members["m3"].a.WaitDone(ctx); err != nil {
+		t.Fatalf("m3 was not told to shut down: %v", err)
+	}
+	gv := c.view()
+	for _, tk := range gv.Tasks {
+		if tk.Active == "m3" {
+			t.Errorf("task %s still on m3 after its leave ended", tk.ID)
+		}
+	}
+	if v := c.members["m3"].a.Assignment(); v.State != httpapi.StateDone || !v.Shutdown {
+		t.Errorf("m3 view after leave: state %q shutdown %v, want done/true", v.State, v.Shutdown)
+	}
+	c.stop("m3")
+	waitFor(t, 20*time.Second, "two members balanced after leave", func() error {
+		gv := c.view()
+		if err := balanced(gv, "m1", "m2"); err != nil {
+			return err
+		}
+		return c.activeEverywhere(gv)
+	})
+}
+
+func TestLeaderFailoverContinuesGenerations(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0..5", ""))
+	for _, id := range []string{"m1", "m2", "m3"} {
+		c.start(id)
+	}
+	waitFor(t, 20*time.Second, "balanced", func() error { return balanced(c.view(), "m1", "m2", "m3") })
+	old, err := c.leader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := c.view().Generation
+	c.crash(old)
+	var rest []string
+	for _, id := range []string{"m1", "m2", "m3"} {
+		if id != old {
+			rest = append(rest, id)
+		}
+	}
+	waitFor(t, 20*time.Second, "a new leader rebalancing the crashed leader's tasks", func() error {
+		l, err := c.leader()
+		if err != nil {
+			return err
+		}
+		if l == old {
+			return fmt.Errorf("leader is still %s", old)
+		}
+		gv := c.view()
+		if gv.Generation <= gen {
+			return fmt.Errorf("generation %d, want > %d", gv.Generation, gen)
+		}
+		if err := balanced(gv, rest...); err != nil {
+			return err
+		}
+		return c.activeEverywhere(gv)
+	})
+	// The old leader comes back with its data: it rejoins as a member.
+	c.start(old)
+	waitFor(t, 20*time.Second, "balanced with the old leader back", func() error {
+		gv := c.view()
+		if err := balanced(gv, "m1", "m2", "m3"); err != nil {
+			return err
+		}
+		return c.activeEverywhere(gv)
+	})
+}
+
+func TestSingleLeader(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0..3", ""))
+	for _, id := range []string{"m1", "m2", "m3", "m4"} {
+		c.start(id)
+	}
+	waitFor(t, 20*time.Second, "balanced", func() error { return balanced(c.view(), "m1", "m2", "m3", "m4") })
+	leaders := 0
+	for _, m := range c.members {
+		if m.a.Leading() {
+			leaders++
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d members lead, want 1", leaders)
+	}
+}

@@ -1,0 +1,168 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+// activeTask returns the runtime of a task the worker may use, locked, or
+// an error that says why not. The caller unlocks t.mu.
+func (a *Agent) activeTask(id string) (*task, error) {
+	if _, ok := a.taskKind(id); !ok {
+		return nil, fmt.Errorf("%w: task %s is not in group %s; the group's tasks are in /group", httpapi.ErrUnknownTask, id, a.opts.Group)
+	}
+	a.mu.Lock()
+	t := a.tasks[id]
+	a.mu.Unlock()
+	if t == nil {
+		return nil, fmt.Errorf("%w: task %s is not assigned to member %s; read /assignment", httpapi.ErrNotOwner, id, a.opts.MemberID)
+	}
+	t.mu.Lock()
+	switch {
+	case t.role != httpapi.RoleActive:
+		role := t.role
+		if role == "" {
+			role = "not assigned here"
+		}
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%w: task %s is not active on member %s (%s); read /assignment", httpapi.ErrNotOwner, id, a.opts.MemberID, role)
+	case t.lost:
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%w: task %s was taken over by another member; stop it and read /assignment", httpapi.ErrNotOwner, id)
+	case !t.ready:
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%w: task %s is becoming active on member %s and is not current yet; wait for /assignment to list it active", httpapi.ErrNotOwner, id, a.opts.MemberID)
+	}
+	return t, nil
+}
+
+// Commit implements httpapi.Backend: fenced append, then apply, then
+// acknowledge. Commits of one task are serialized.
+func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
+	t, err := a.activeTask(id)
+	if err != nil {
+		return httpapi.CommitResult{}, err
+	}
+	defer t.mu.Unlock()
+	switch {
+	case !t.stateful:
+		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s is stateless: it has no state to commit", httpapi.ErrInvalid, id)
+	case t.released:
+		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s was released on member %s; its next owner resumes it", httpapi.ErrNotOwner, id, a.opts.MemberID)
+	case req.Epoch != 0 && req.Epoch != t.epoch:
+		return httpapi.CommitResult{}, fmt.Errorf("%w: commit for epoch %d, but task %s is at epoch %d here; restart the task from /assignment", httpapi.ErrNotOwner, req.Epoch, id, t.epoch)
+	}
+	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: t.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
+	if len(req.Puts) > 0 {
+		e.Puts = make([]statestore.KV, len(req.Puts))
+		for i, kv := range req.Puts {
+			e.Puts[i] = statestore.KV{Key: kv.Key, Value: kv.Value}
+		}
+	}
+	t0 := time.Now()
+	seq, err := a.clog.Append(ctx, id, t.lastSeq, e)
+	switch {
+	case errors.Is(err, changelog.ErrFenced):
+		t.lost, t.ready = true, false
+		a.metrics.fenced.Inc()
+		a.viewChanged()
+		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s was taken over by another member (the changelog moved past seq %d); stop it", httpapi.ErrNotOwner, id, t.lastSeq)
+	case errors.Is(err, changelog.ErrTooLarge):
+		return httpapi.CommitResult{}, fmt.Errorf("%w: %v; split the commit", httpapi.ErrTooLarge, err)
+	case err != nil:
+		return httpapi.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %v; nothing was committed, retry", httpapi.ErrUnavailable, id, err)
+	}
+	t.lastSeq = seq
+	if err := a.store.Apply(id, e.Commit(seq)); err != nil {
+		// The commit is durable in the changelog but the local copy missed
+		// it: stop serving until a re-activation replays it.
+		t.ready = false
+		t.lost = true
+		a.viewChanged()
+		return httpapi.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but not applied locally (%v); the task restarts from the changelog", httpapi.ErrUnavailable, seq, id, err)
+	}
+	t.applied.Store(seq)
+	a.metrics.commits.Inc()
+	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))
+	a.metrics.commitSeconds.Observe(time.Since(t0).Seconds())
+	return httpapi.CommitResult{Task: id, Seq: seq, Epoch: t.epoch}, nil
+}
+
+// Release implements httpapi.Backend: the worker stopped a revoked task.
+// From now on this member refuses the task's commits, and the leader learns
+// the sequence of its last commit.
+func (a *Agent) Release(ctx context.Context, id string) (httpapi.ReleaseResult, error) {
+	t, err := a.activeTask(id)
+	if err != nil {
+		return httpapi.ReleaseResult{}, err
+	}
+	if !t.revoking {
+		t.mu.Unlock()
+		return httpapi.ReleaseResult{}, fmt.Errorf("%w: task %s is not being revoked on member %s; release only the tasks /assignment lists under revoke", httpapi.ErrNotRevoked, id, a.opts.MemberID)
+	}
+	res := httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.lastSeq}
+	already := t.released
+	t.released = true
+	t.mu.Unlock()
+	if already {
+		return res, nil
+	}
+	a.mu.Lock()
+	a.releases[id] = assign.Release{Epoch: res.Epoch, Seq: res.Seq, At: time.Now()}
+	a.bumpViewLocked()
+	a.mu.Unlock()
+	a.kickHeartbeat()
+	a.log.Info().Str(fTask, id).Uint64(fEpoch, res.Epoch).Uint64(fSeq, res.Seq).Msg("task released")
+	return res, nil
+}
+
+// Get implements httpapi.Backend.
+func (a *Agent) Get(id string, key []byte) ([]byte, error) {
+	t, err := a.readableTask(id)
+	if err != nil {
+		return nil, err
+	}
+	v, err := a.store.Get(id, key)
+	if errors.Is(err, statestore.ErrNotFound) {
+		return nil, fmt.Errorf("%w: task %s has no key %q", httpapi.ErrNotFound, t.id, key)
+	}
+	return v, err
+}
+
+// Scan implements httpapi.Backend.
+func (a *Agent) Scan(id string, o httpapi.ScanOptions) ([]httpapi.KV, error) {
+	if _, err := a.readableTask(id); err != nil {
+		return nil, err
+	}
+	kvs, err := a.store.Scan(id, statestore.ScanOptions{Prefix: o.Prefix, Start: o.Start, Limit: o.Limit})
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", id, err)
+	}
+	out := make([]httpapi.KV, len(kvs))
+	for i, kv := range kvs {
+		out[i] = httpapi.KV{Key: kv.Key, Value: kv.Value}
+	}
+	return out, nil
+}
+
+// readableTask checks that the worker may read a task's state: it is
+// active here and current.
+func (a *Agent) readableTask(id string) (*task, error) {
+	t, err := a.activeTask(id)
+	if err != nil {
+		return nil, err
+	}
+	stateful := t.stateful
+	t.mu.Unlock()
+	if !stateful {
+		return nil, fmt.Errorf("%w: task %s is stateless: it has no state", httpapi.ErrInvalid, id)
+	}
+	return t, nil
+}

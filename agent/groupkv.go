@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/handoffhq/handoff/agent/assign"
+)
+
+// kvHistory keeps a few revisions of every key so that a member can read the
+// entry a generation names even if a newer one was written meanwhile.
+const kvHistory = 8
+
+// OpenBucket creates or updates the group's KV bucket idempotently and
+// returns it.
+func OpenBucket(ctx context.Context, js jetstream.JetStream, group string, replicas int) (jetstream.KeyValue, error) {
+	if replicas < 1 {
+		replicas = 1
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      BucketName(group),
+		Description: "handoff group " + group + ": config, lease, generations, members",
+		History:     kvHistory,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		// Measured on nats-server 2.15: in a bucket with history, a key
+		// expires only after max(its TTL, LimitMarkerTTL), so the marker
+		// TTL stays at the 1s minimum. Watchers see the marker when it is
+		// written.
+		LimitMarkerTTL: time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create or update KV bucket %s: %w", BucketName(group), err)
+	}
+	return kv, nil
+}
+
+// LoadConfig reads the group's stored config; ok is false if the group has
+// none yet.
+func LoadConfig(ctx context.Context, kv jetstream.KeyValue) (cfg assign.Config, rev uint64, ok bool, err error) {
+	e, err := kv.Get(ctx, keyConfig)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return assign.Config{}, 0, false, nil
+	}
+	if err != nil {
+		return assign.Config{}, 0, false, fmt.Errorf("read group config: %w", err)
+	}
+	if err := json.Unmarshal(e.Value(), &cfg); err != nil {
+		return assign.Config{}, 0, false, fmt.Errorf("decode stored group config (revision %d): %w", e.Revision(), err)
+	}
+	return cfg, e.Revision(), true, nil
+}
+
+// ConfigConflictError says how a member's config differs from its group's.
+type ConfigConflictError struct {
+	Group string
+	Diffs []string // "field: stored -> proposed"
+}
+
+func (e *ConfigConflictError) Error() string {
+	return fmt.Sprintf("group %q already exists with a different config (stored -> this member's flags):\n  %s\n"+
+		"start this member without those settings to adopt the group's config, "+
+		"or change the group deliberately with 'handoff group set --group %s ...'",
+		e.Group, strings.Join(e.Diffs, "\n  "), e.Group)
+}
+
+// EnsureConfig creates the group's config from proposed if the group has
+// none, and otherwise checks that the fields this member set explicitly
+// (json names; nil means all) agree with the stored config, which it returns.
+func EnsureConfig(ctx context.Context, kv jetstream.KeyValue, group string, proposed assign.Config, fields []string) (assign.Config, error) {
+	for {
+		stored, _, ok, err := LoadConfig(ctx, kv)
+		if err != nil {
+			return assign.Config{}, err
+		}
+		if ok {
+			var diffs []string
+			for _, d := range stored.Diff(proposed) {
+				if fields == nil || containsField(fields, d) {
+					diffs = append(diffs, d)
+				}
+			}
+			if len(diffs) > 0 {
+				return assign.Config{}, &ConfigConflictError{Group: group, Diffs: diffs}
+			}
+			return stored, nil
+		}
+		if err := proposed.Validate(); err != nil {
+			return assign.Config{}, fmt.Errorf("new group %q: %w", group, err)
+		}
+		b, err := json.Marshal(proposed)
+		if err != nil {
+			return assign.Config{}, fmt.Errorf("encode group config: %w", err)
+		}
+		if _, err := kv.Create(ctx, keyConfig, b); err == nil {
+			return proposed, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return assign.Config{}, fmt.Errorf("create group config: %w", err)
+		}
+		// Another member created the group meanwhile: compare with its config.
+	}
+}
+
+func containsField(fields []string, diff string) bool {
+	name, _, _ := strings.Cut(diff, ":")
+	for _, f := range fields {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+// UpdateConfig replaces the group's config if it is still at revision rev.
+func UpdateConfig(ctx context.Context, kv jetstream.KeyValue, cfg assign.Config, rev uint64) (uint64, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return 0, fmt.Errorf("encode group config: %w", err)
+	}
+	r, err := kv.Update(ctx, keyConfig, b, rev)
+	if err != nil {
+		return 0, fmt.Errorf("update group config at revision %d (someone else may have changed it; retry): %w", rev, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,251 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/natstest"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+// cluster is a group of in-process agents on one real JetStream server.
+type cluster struct {
+	t       *testing.T
+	srv     *natstest.Server
+	group   string
+	cfg     assign.Config
+	members map[string]*member
+	kv      jetstream.KeyValue
+	js      jetstream.JetStream
+}
+
+// member is one running agent with its own NATS connection and store.
+type member struct {
+	id     string
+	dir    string
+	nc     *nats.Conn
+	store  *statestore.Store
+	a      *agent.Agent
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func testConfig(stateful, stateless string) assign.Config {
+	cfg := assign.DefaultConfig()
+	if stateful != "" {
+		cfg.Stateful = []string{stateful}
+	}
+	if stateless != "" {
+		cfg.Stateless = []string{stateless}
+	}
+	cfg.SessionTimeout = assign.Duration(2 * time.Second)
+	cfg.ReleaseTimeout = assign.Duration(2 * time.Second)
+	cfg.MaxLearnersPerMember = 0
+	cfg.AcceptableLag = 10
+	return cfg
+}
+
+func newCluster(t *testing.T, cfg assign.Config) *cluster {
+	srv := natstest.Start(t)
+	c := &cluster{t: t, srv: srv, group: "g", cfg: cfg, members: map[string]*member{}}
+	c.js = srv.JetStream(t)
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func (c *cluster) logger(id string) zerolog.Logger {
+	if testing.Verbose() {
+		return zerolog.New(zerolog.NewTestWriter(c.t)).Level(zerolog.InfoLevel).With().Str("m", id).Logger()
+	}
+	return zerolog.Nop()
+}
+
+// start starts (or restarts, keeping its data dir) member id.
+func (c *cluster) start(id string) *member {
+	c.t.Helper()
+	m := c.members[id]
+	if m == nil {
+		m = &member{id: id, dir: filepath.Join(c.t.TempDir(), id)}
+		c.members[id] = m
+	}
+	var err error
+	m.nc, err = nats.Connect(c.srv.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		c.t.Fatalf("connect %s: %v", id, err)
+	}
+	m.store, err = statestore.Open(m.dir, statestore.Options{})
+	if err != nil {
+		c.t.Fatalf("open store of %s: %v", id, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m.a, err = agent.Open(ctx, m.nc, m.store, agent.Options{
+		Group: c.group, MemberID: id, Config: c.cfg, Logger: c.logger(id),
+	})
+	if err != nil {
+		c.t.Fatalf("open agent %s: %v", id, err)
+	}
+	if c.kv == nil {
+		if c.kv, err = c.js.KeyValue(ctx, agent.BucketName(c.group)); err != nil {
+			c.t.Fatalf("open bucket: %v", err)
+		}
+	}
+	runCtx, runCancel := context.WithCancel(context.Background())
+	m.cancel = runCancel
+	m.done = make(chan error, 1)
+	go func() { m.done <- m.a.Run(runCtx) }()
+	return m
+}
+
+// stop stops a member gracefully: its record is deleted and its lease
+// released, as a clean exit does.
+func (c *cluster) stop(id string) {
+	c.t.Helper()
+	m := c.members[id]
+	if m == nil || m.a == nil {
+		return
+	}
+	m.cancel()
+	if err := <-m.done; err != nil {
+		c.t.Errorf("member %s Run: %v", id, err)
+	}
+	if err := m.a.Close(); err != nil {
+		c.t.Errorf("member %s Close: %v", id, err)
+	}
+	m.store.Close()
+	m.nc.Close()
+	m.a = nil
+}
+
+// crash stops a member the way kill -9 does as far as the group can tell:
+// its connection drops first, so its record and lease stay until they
+// expire.
+func (c *cluster) crash(id string) {
+	c.t.Helper()
+	m := c.members[id]
+	m.nc.Close()
+	m.cancel()
+	<-m.done
+	m.store.Close()
+	m.a = nil
+}
+
+func (c *cluster) stopAll() {
+	ids := make([]string, 0, len(c.members))
+	for id := range c.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		c.stop(id)
+	}
+}
+
+// view reads the group from NATS.
+func (c *cluster) view() httpapi.GroupView {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gv, err := agent.ReadGroup(ctx, c.kv, c.group, nil)
+	if err != nil {
+		c.t.Fatalf("read group: %v", err)
+	}
+	return gv
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		waitABit()
+	}
+	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+}
+
+// waitABit paces condition polls.
+func waitABit() { <-time.After(20 * time.Millisecond) }
+
+// balanced checks that every task is active on one of members, each
+// member's ready count is within one of the others', stateful and stateless
+// separately, and nothing is in flight.
+func balanced(gv httpapi.GroupView, members ...string) error {
+	want := map[string]bool{}
+	for _, m := range members {
+		want[m] = true
+	}
+	counts := map[bool]map[string]int{true: {}, false: {}}
+	for _, t := range gv.Tasks {
+		if !want[t.Active] {
+			return fmt.Errorf("task %s is active on %q, want one of %v", t.ID, t.Active, members)
+		}
+		if len(t.Learners) > 0 || t.Revoking != "" {
+			return fmt.Errorf("task %s still moving (learners %v, revoking to %q)", t.ID, t.Learners, t.Revoking)
+		}
+		counts[t.Stateful][t.Active]++
+	}
+	for stateful, cs := range counts {
+		lo, hi := -1, -1
+		for _, m := range members {
+			n := cs[m]
+			if lo < 0 || n < lo {
+				lo = n
+			}
+			if n > hi {
+				hi = n
+			}
+		}
+		if hi-lo > 1 {
+			return fmt.Errorf("unbalanced (stateful=%v): %v", stateful, cs)
+		}
+	}
+	return nil
+}
+
+// activeEverywhere checks that each member's own view agrees with gv: every
+// task gv places on a member is active and ready in that member's view.
+func (c *cluster) activeEverywhere(gv httpapi.GroupView) error {
+	for _, t := range gv.Tasks {
+		m := c.members[t.Active]
+		if m == nil || m.a == nil {
+			return fmt.Errorf("task %s on unknown member %q", t.ID, t.Active)
+		}
+		found := false
+		for _, tv := range m.a.Assignment().Tasks {
+			if tv.ID == t.ID && tv.Role == httpapi.RoleActive {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("task %s not yet active in %s's view", t.ID, t.Active)
+		}
+	}
+	return nil
+}
+
+var errNoLeader = errors.New("no leader")
+
+// leader returns the member holding the lease.
+func (c *cluster) leader() (string, error) {
+	gv := c.view()
+	if gv.Leader == "" {
+		return "", errNoLeader
+	}
+	return gv.Leader, nil
+}

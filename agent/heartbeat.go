@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/handoffhq/handoff/agent/assign"
+)
+
+// runHeartbeat keeps the member record alive: it republishes it with a TTL
+// of the session timeout every third of that timeout, and at once when the
+// record changes (a release, a leave).
+func (a *Agent) runHeartbeat(ctx context.Context) error {
+	ttl := a.config().SessionTimeout.D()
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		if err := a.publishRecord(ctx, ttl); err != nil && ctx.Err() == nil {
+			a.log.Warn().Err(err).Msg("heartbeat failed; retrying")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-a.hbKick:
+		}
+	}
+}
+
+// publishRecord publishes the member record with a per-message TTL.
+// kv.Put would drop the TTL, so it publishes to the key's subject.
+func (a *Agent) publishRecord(ctx context.Context, ttl time.Duration) error {
+	rec := a.record()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode member record: %w", err)
+	}
+	subject := "$KV." + BucketName(a.opts.Group) + "." + prefixMember + a.opts.MemberID
+	if _, err := a.js.Publish(ctx, subject, b, jetstream.WithMsgTTL(ttl)); err != nil {
+		return fmt.Errorf("publish member record: %w", err)
+	}
+	return nil
+}
+
+// record builds the member record from the runtime state.
+func (a *Agent) record() memberRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := memberRecord{
+		ID:          a.opts.MemberID,
+		Incarnation: a.incarnation,
+		Addr:        a.opts.Addr,
+		Zone:        a.opts.Zone,
+		Capacity:    a.opts.Capacity,
+		Leaving:     a.leavingSince != nil,
+		Started:     a.started,
+		Generation:  a.generation,
+	}
+	if len(a.positions) > 0 {
+		r.Positions = make(map[string]uint64, len(a.positions))
+		for k, v := range a.positions {
+			r.Positions[k] = v
+		}
+	}
+	for _, t := range a.tasks {
+		if p := t.position(); p > 0 {
+			if r.Positions == nil {
+				r.Positions = map[string]uint64{}
+			}
+			r.Positions[t.id] = p
+		}
+	}
+	if len(a.releases) > 0 {
+		r.Released = make(map[string]assign.Release, len(a.releases))
+		for k, v := range a.releases {
+			r.Released[k] = v
+		}
+	}
+	return r
+}
+
+// runConfigWatch follows changes of the group config ('handoff group set').
+func (a *Agent) runConfigWatch(ctx context.Context) error {
+	w, err := a.kv.Watch(ctx, keyConfig, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("watch group config: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var cfg assign.Config
+			if err := json.Unmarshal(e.Value(), &cfg); err != nil {
+				a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable group config")
+				continue
+			}
+			if err := a.setConfig(cfg); err != nil {
+				a.log.Error().Err(err).Msg("ignoring invalid group config")
+				continue
+			}
+			a.log.Info().Uint64(fRevision, e.Revision()).Msg("group config changed")
+			a.kickLeader()
+		}
+	}
+}

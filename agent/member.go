@@ -1,0 +1,199 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// desired is what a generation wants of one task on this member.
+type desired struct {
+	role       string
+	epoch      uint64
+	revoking   bool
+	handoffSeq uint64
+	handoffAt  time.Time
+}
+
+// runMember follows the generation record and applies this member's part
+// of every new generation.
+func (a *Agent) runMember(ctx context.Context) error {
+	w, err := a.kv.Watch(ctx, keyGen)
+	if err != nil {
+		return fmt.Errorf("watch generations: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var g genRecord
+			if err := json.Unmarshal(e.Value(), &g); err != nil {
+				a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
+				continue
+			}
+			if err := a.applyGeneration(ctx, g); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				a.log.Error().Err(err).Uint64(fGeneration, g.Generation).Msg("apply generation")
+			}
+		}
+	}
+}
+
+// applyGeneration reads this member's entry of g and reconciles the task
+// runtimes with it.
+func (a *Agent) applyGeneration(ctx context.Context, g genRecord) error {
+	a.mu.Lock()
+	if g.Generation <= a.generation && a.included {
+		a.mu.Unlock()
+		return nil
+	}
+	prevRev := a.entryRev
+	prevEntry := a.entry
+	a.mu.Unlock()
+
+	rev, included := g.Entries[a.opts.MemberID]
+	entry := memberEntry{Member: a.opts.MemberID}
+	switch {
+	case !included:
+	case rev == prevRev:
+		entry = prevEntry
+	default:
+		_, e, err := readEntry(ctx, a.kv, a.opts.MemberID, rev)
+		if err != nil {
+			return err
+		}
+		entry = e
+	}
+
+	want := map[string]desired{}
+	for id, t := range entry.Tasks {
+		want[id] = desired{
+			role:       httpapi.RoleActive,
+			epoch:      t.Epoch,
+			revoking:   t.Revoke != nil,
+			handoffSeq: t.HandoffSeq,
+			handoffAt:  t.HandoffAt,
+		}
+	}
+	for _, id := range entry.Learning {
+		want[id] = desired{role: httpapi.RoleLearner}
+	}
+	for _, id := range entry.Standby {
+		want[id] = desired{role: httpapi.RoleStandby}
+	}
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.generation = g.Generation
+	a.entry = entry
+	a.entryRev = rev
+	if included {
+		a.included = true
+	}
+	for id, t := range a.tasks {
+		if _, ok := want[id]; !ok {
+			a.dropLocked(t)
+		}
+	}
+	for id, d := range want {
+		a.reconcileLocked(id, d)
+	}
+	// Releases are acknowledged until the task leaves this member.
+	for id := range a.releases {
+		if d, ok := want[id]; !ok || d.role != httpapi.RoleActive || !d.revoking {
+			delete(a.releases, id)
+		}
+	}
+	a.metrics.generation.Set(float64(g.Generation))
+	a.bumpViewLocked()
+	a.kickHeartbeat() // acknowledge the generation
+	return nil
+}
+
+// reconcileLocked moves one task's runtime to what the generation wants.
+// Callers hold a.mu.
+func (a *Agent) reconcileLocked(id string, d desired) {
+	t, ok := a.tasks[id]
+	if !ok {
+		stateful, _ := a.taskKind(id)
+		t = &task{id: id, stateful: stateful}
+		if p, ok := a.positions[id]; ok {
+			t.applied.Store(p)
+		}
+		a.tasks[id] = t
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch d.role {
+	case httpapi.RoleActive:
+		if t.role == httpapi.RoleActive && t.epoch == d.epoch && !t.lost {
+			if t.revoking && !d.revoking && t.released {
+				// The move was called off after the worker released:
+				// it serves the task again.
+				t.released = false
+			}
+			t.revoking = d.revoking
+			return
+		}
+		fromTail := t.role == httpapi.RoleLearner || t.role == httpapi.RoleStandby
+		t.role, t.epoch = httpapi.RoleActive, d.epoch
+		t.ready, t.revoking, t.released, t.lost = false, d.revoking, false, false
+		a.startJobLocked(t, fromTail, func(ctx context.Context, prev *job) {
+			a.activate(ctx, t, prev, d.epoch, d.handoffSeq, d.handoffAt)
+		})
+	default: // learner or standby
+		if !t.stateful {
+			return
+		}
+		if (t.role == httpapi.RoleLearner || t.role == httpapi.RoleStandby) && t.job != nil {
+			t.role = d.role
+			return
+		}
+		t.role = d.role
+		t.ready, t.revoking, t.released, t.lost = false, false, false, false
+		a.startJobLocked(t, false, func(ctx context.Context, prev *job) { a.tail(ctx, t, prev) })
+	}
+}
+
+// dropLocked stops a task that left this member. Its local copy stays (it
+// is reported in the member's positions). Callers hold a.mu.
+func (a *Agent) dropLocked(t *task) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.role == "" {
+		return
+	}
+	t.role = ""
+	t.ready, t.revoking, t.released = false, false, false
+	t.job.stop()
+	if p := t.applied.Load(); p > 0 {
+		a.positions[t.id] = p
+	}
+	a.metrics.learnerLag.DeleteLabelValues(t.id)
+	a.metrics.restoreRate.DeleteLabelValues(t.id)
+}
+
+// viewChanged bumps the worker's view.
+func (a *Agent) viewChanged() {
+	a.mu.Lock()
+	a.bumpViewLocked()
+	a.mu.Unlock()
+}
+
+var _ = assign.Eager

@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the agent's Prometheus metrics. docs/metrics.md lists them;
+// a test keeps that list and this file in step.
+type metrics struct {
+	handoffPause  prometheus.Histogram
+	learnerLag    *prometheus.GaugeVec
+	restoreRate   *prometheus.GaugeVec
+	commits       prometheus.Counter
+	commitRecords prometheus.Counter
+	commitSeconds prometheus.Histogram
+	fenced        prometheus.Counter
+	generation    prometheus.Gauge
+	leader        prometheus.Gauge
+	planSeconds   prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		handoffPause: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "handoff_handoff_pause_seconds",
+			Help:    "Time from the previous owner's release of a task to this member serving it (planned moves).",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 10},
+		}),
+		learnerLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "handoff_learner_lag_messages",
+			Help: "Changelog messages this member's copy of a task still has to apply (learners, standbys, activations).",
+		}, []string{"task"}),
+		restoreRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "handoff_restore_rate_messages_per_second",
+			Help: "Recent replay rate of a task's restore on this member.",
+		}, []string{"task"}),
+		commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_commits_total",
+			Help: "Commits acknowledged to the worker (appended to the changelog and applied).",
+		}),
+		commitRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_commit_records_total",
+			Help: "Puts and deletes in acknowledged commits.",
+		}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "handoff_commit_seconds",
+			Help:    "Latency of a commit: fenced append plus local apply.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
+		}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_fenced_total",
+			Help: "Appends refused because another member owns the task (stale owner fenced).",
+		}),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "handoff_generation",
+			Help: "The group generation this member has applied.",
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "handoff_leader",
+			Help: "1 while this member leads the group.",
+		}),
+		planSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "handoff_plan_seconds",
+			Help:    "Time the leader's assignor takes per plan.",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
+			m.commitSeconds, m.fenced, m.generation, m.leader, m.planSeconds)
+	}
+	return m
+}

@@ -1,0 +1,247 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/restore"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+// task is one task's runtime on this member. The member loop changes its
+// role; the commit path and the release path read and change its state
+// under mu; at most one background job (a tailing restore or an
+// activation) runs for it at a time, each waiting for the one before.
+type task struct {
+	id       string
+	stateful bool
+
+	mu       sync.Mutex
+	role     string // httpapi.Role*, or "" when the task is not on this member
+	epoch    uint64
+	ready    bool // active and current: the worker may commit
+	revoking bool
+	released bool
+	lost     bool   // a fenced append showed another member owns the task
+	lastSeq  uint64 // changelog sequence of this owner's last append or applied entry
+	job      *job
+
+	applied  atomic.Uint64 // how far the local copy reaches
+	lag      atomic.Uint64 // learner or standby lag in messages
+	replayer atomic.Pointer[restore.Replayer]
+}
+
+// job is a task's background goroutine.
+type job struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (j *job) stop() {
+	if j != nil {
+		j.cancel()
+	}
+}
+
+func (j *job) wait() {
+	if j != nil {
+		<-j.done
+	}
+}
+
+func (t *task) position() uint64 { return t.applied.Load() }
+
+// startJobLocked replaces t's background job with fn. The previous job is
+// cancelled first, and fn runs once it has ended, unless handover is set:
+// then fn gets the previous job still running and must stop it itself (an
+// activation lets a caught-up tailer apply the previous owner's last commit
+// before it stops it). Callers hold t.mu.
+func (a *Agent) startJobLocked(t *task, handover bool, fn func(ctx context.Context, prev *job)) {
+	prev := t.job
+	if !handover {
+		prev.stop()
+	}
+	ctx, cancel := context.WithCancel(a.bgCtx)
+	j := &job{cancel: cancel, done: make(chan struct{})}
+	t.job = j
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		defer close(j.done)
+		defer cancel()
+		if !handover {
+			prev.wait()
+			prev = nil
+		}
+		if ctx.Err() != nil {
+			prev.stop()
+			prev.wait()
+			return
+		}
+		fn(ctx, prev)
+	}()
+}
+
+// tail keeps a learner's or standby's copy current until ctx ends.
+func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
+	for ctx.Err() == nil {
+		r := restore.New(a.clog, a.store, restore.Options{
+			Task:       t.id,
+			Tail:       true,
+			OnProgress: func(p restore.Progress) { a.onProgress(t, p) },
+			Logger:     a.log,
+		})
+		t.replayer.Store(r)
+		err := r.Run(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		a.log.Error().Err(err).Str(fTask, t.id).Msg("tailing restore failed; retrying")
+		if !sleepCtx(ctx, time.Second) {
+			return
+		}
+	}
+}
+
+// activate makes this member the task's active owner at epoch: it waits
+// for the previous owner's last commit, then appends the epoch marker fenced
+// on what the store has applied, catching up first whenever the fence says
+// the copy is behind. Only then may the worker commit.
+func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoffSeq uint64, handoffAt time.Time) {
+	if prev != nil {
+		// A tailer that is current applies the previous owner's last
+		// commit within moments; a new consumer would cost more.
+		if r := t.replayer.Load(); r != nil && handoffSeq > 0 {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = r.WaitApplied(wctx, handoffSeq) // on failure the fenced loop below catches up
+			cancel()
+		}
+		prev.stop()
+		prev.wait()
+	}
+	if !t.stateful {
+		a.markReady(ctx, t, epoch, 0, handoffAt)
+		return
+	}
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		meta, _, err := a.store.Meta(t.id)
+		if err != nil {
+			a.log.Error().Err(err).Str(fTask, t.id).Msg("read task meta; retrying")
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		if handoffSeq > meta.Applied || attempt > 0 {
+			if err := a.catchUp(ctx, t); err != nil {
+				if ctx.Err() == nil {
+					a.log.Error().Err(err).Str(fTask, t.id).Msg("catch up before activation failed; retrying")
+					sleepCtx(ctx, time.Second)
+				}
+				continue
+			}
+			if meta, _, err = a.store.Meta(t.id); err != nil {
+				continue
+			}
+		}
+		if meta.Epoch > epoch {
+			// A newer owner has written: this ownership is stale. Never
+			// append a marker below the log's epoch, or it would fence the
+			// rightful owner.
+			a.markLost(t, epoch, meta.Epoch)
+			return
+		}
+		seq, err := a.clog.Append(ctx, t.id, meta.Applied, changelog.Entry{Kind: changelog.KindEpoch, Epoch: epoch})
+		if errors.Is(err, changelog.ErrFenced) {
+			continue // the subject moved on: catch up and try again
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn().Err(err).Str(fTask, t.id).Msg("append epoch marker failed; retrying")
+				sleepCtx(ctx, 250*time.Millisecond)
+			}
+			continue
+		}
+		if err := a.store.Apply(t.id, statestore.Commit{Seq: seq, Epoch: epoch}); err != nil {
+			// The marker is in the changelog; the next attempt replays it.
+			a.log.Error().Err(err).Str(fTask, t.id).Msg("apply epoch marker; replaying")
+			continue
+		}
+		a.markReady(ctx, t, epoch, seq, handoffAt)
+		return
+	}
+}
+
+// catchUp replays the task's changelog to its end.
+func (a *Agent) catchUp(ctx context.Context, t *task) error {
+	r := restore.New(a.clog, a.store, restore.Options{
+		Task:       t.id,
+		OnProgress: func(p restore.Progress) { a.onProgress(t, p) },
+		Logger:     a.log,
+	})
+	t.replayer.Store(r)
+	return r.Run(ctx)
+}
+
+// markReady lets the worker use the task, unless the activation was
+// cancelled meanwhile.
+func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq uint64, handoffAt time.Time) {
+	t.mu.Lock()
+	if ctx.Err() != nil || t.role != httpapi.RoleActive || t.epoch != epoch {
+		t.mu.Unlock()
+		return
+	}
+	t.ready = true
+	t.lastSeq = seq
+	if seq > 0 {
+		t.applied.Store(seq)
+	}
+	t.lag.Store(0)
+	t.mu.Unlock()
+	if !handoffAt.IsZero() {
+		a.metrics.handoffPause.Observe(time.Since(handoffAt).Seconds())
+	}
+	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64(fSeq, seq).Msg("task active")
+	a.viewChanged()
+}
+
+// markLost records that the task's changelog has moved past this member's
+// ownership.
+func (a *Agent) markLost(t *task, epoch, logEpoch uint64) {
+	t.mu.Lock()
+	if t.epoch == epoch {
+		t.lost, t.ready = true, false
+	}
+	t.mu.Unlock()
+	a.metrics.fenced.Inc()
+	a.log.Warn().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64("logEpoch", logEpoch).
+		Msg("task is owned at a newer epoch; not activating")
+	a.viewChanged()
+}
+
+// onProgress records a restore's progress and publishes it for the leader.
+func (a *Agent) onProgress(t *task, p restore.Progress) {
+	t.applied.Store(p.Applied)
+	t.lag.Store(p.LagMsgs)
+	t.mu.Lock()
+	role := t.role
+	t.mu.Unlock()
+	a.metrics.learnerLag.WithLabelValues(t.id).Set(float64(p.LagMsgs))
+	a.metrics.restoreRate.WithLabelValues(t.id).Set(p.Rate)
+	a.publishProgress(progressMsg{
+		Member:   a.opts.MemberID,
+		Task:     t.id,
+		Role:     role,
+		Applied:  p.Applied,
+		End:      p.End,
+		Lag:      p.LagMsgs,
+		LagBytes: p.LagBytes,
+		Replayed: p.Replayed,
+		Rate:     p.Rate,
+		ETA:      p.ETA,
+		At:       time.Now(),
+	})
+}

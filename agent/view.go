@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// Assignment implements httpapi.Backend.
+func (a *Agent) Assignment() httpapi.View {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.viewLocked()
+}
+
+// WaitAssignment implements httpapi.Backend: it returns as soon as the view
+// changes past after, or the current view when ctx ends.
+func (a *Agent) WaitAssignment(ctx context.Context, after uint64) httpapi.View {
+	for {
+		a.mu.Lock()
+		if a.version > after {
+			v := a.viewLocked()
+			a.mu.Unlock()
+			return v
+		}
+		ch := a.changed
+		a.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return a.Assignment()
+		case <-ch:
+		}
+	}
+}
+
+// stateLocked is the member's state as the worker sees it.
+func (a *Agent) stateLocked() string {
+	switch {
+	case a.entry.Shutdown:
+		return httpapi.StateDone
+	case a.leavingSince != nil:
+		return httpapi.StateLeaving
+	case !a.included:
+		return httpapi.StateJoining
+	default:
+		return httpapi.StateMember
+	}
+}
+
+// viewLocked builds the worker's view. Callers hold a.mu.
+func (a *Agent) viewLocked() httpapi.View {
+	v := httpapi.View{
+		Member:     a.opts.MemberID,
+		Generation: a.generation,
+		Version:    a.version,
+		State:      a.stateLocked(),
+		Tasks:      []httpapi.TaskView{},
+		Revoke:     []string{},
+		Shutdown:   a.entry.Shutdown,
+	}
+	ids := sortedKeys(a.tasks)
+	for _, id := range ids {
+		t := a.tasks[id]
+		t.mu.Lock()
+		tv := httpapi.TaskView{ID: id, Role: t.role, Stateful: t.stateful, Epoch: t.epoch}
+		switch {
+		case t.role == "":
+			t.mu.Unlock()
+			continue
+		case t.role == httpapi.RoleActive && (t.released || t.lost):
+			// Released or taken over: the worker has nothing more to do.
+			t.mu.Unlock()
+			continue
+		case t.role == httpapi.RoleActive && !t.ready:
+			// Becoming active: shown as learning until its copy is
+			// current and fenced.
+			tv.Role = httpapi.RoleLearner
+			tv.Lag = t.lag.Load()
+		case t.role == httpapi.RoleActive:
+			if t.revoking {
+				v.Revoke = append(v.Revoke, id)
+			}
+		default:
+			tv.Lag = t.lag.Load()
+		}
+		t.mu.Unlock()
+		if tv.Role == httpapi.RoleActive && t.stateful {
+			if m, ok, err := a.store.Meta(id); err == nil && ok {
+				tv.Checkpoint = m.Checkpoint
+			}
+		}
+		v.Tasks = append(v.Tasks, tv)
+	}
+	return v
+}
+
+// Leave implements httpapi.Backend: it marks the member leaving (once) and
+// tells the leader at once.
+func (a *Agent) Leave(ctx context.Context) (httpapi.LeaveStatus, error) {
+	a.mu.Lock()
+	if a.leavingSince == nil {
+		now := time.Now()
+		a.leavingSince = &now
+		a.bumpViewLocked()
+		a.log.Info().Msg("leaving the group")
+	}
+	a.mu.Unlock()
+	a.kickHeartbeat()
+	return a.LeaveStatus(), nil
+}
+
+// LeaveStatus implements httpapi.Backend.
+func (a *Agent) LeaveStatus() httpapi.LeaveStatus {
+	a.mu.Lock()
+	s := httpapi.LeaveStatus{
+		State:     a.stateLocked(),
+		Remaining: []string{},
+		Shutdown:  a.entry.Shutdown,
+	}
+	if a.leavingSince != nil {
+		t := *a.leavingSince
+		s.Started = &t
+	}
+	for _, id := range sortedKeys(a.entry.Tasks) {
+		s.Remaining = append(s.Remaining, id)
+	}
+	a.mu.Unlock()
+	if len(s.Remaining) > 0 {
+		want := make(map[string]bool, len(s.Remaining))
+		for _, id := range s.Remaining {
+			want[id] = true
+		}
+		for _, p := range a.progress.all() {
+			if want[p.Task] && p.Member != a.opts.MemberID {
+				s.Learners = append(s.Learners, p.api())
+			}
+		}
+	}
+	return s
+}
+
+// Leaving reports whether a leave has started, and Done whether the leader
+// has told this member it may shut down.
+func (a *Agent) Done() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.entry.Shutdown
+}
+
+// WaitDone blocks until the member may shut down after a leave, or ctx
+// ends.
+func (a *Agent) WaitDone(ctx context.Context) error {
+	var after uint64
+	for {
+		v := a.WaitAssignment(ctx, after)
+		if v.Shutdown {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		after = v.Version
+	}
+}
+
+// Ready implements httpapi.Backend.
+func (a *Agent) Ready() error {
+	if !a.nc.IsConnected() {
+		return errors.New("not connected to NATS")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.included && a.leavingSince == nil {
+		return errors.New("waiting for the first generation that includes this member")
+	}
+	return nil
+}
+
+func (p progressMsg) api() httpapi.LearnerProgress {
+	return httpapi.LearnerProgress{
+		Task: p.Task, Member: p.Member, Role: p.Role, Applied: p.Applied, End: p.End,
+		Lag: p.Lag, LagBytes: p.LagBytes, Replayed: p.Replayed, Rate: p.Rate, ETA: p.ETA, Updated: p.At,
+	}
+}
+
+func sortProgress(ps []httpapi.LearnerProgress) {
+	sort.Slice(ps, func(i, j int) bool {
+		if ps[i].Task != ps[j].Task {
+			return ps[i].Task < ps[j].Task
+		}
+		return ps[i].Member < ps[j].Member
+	})
+}

@@ -1,0 +1,302 @@
+// Package client is a small Go client of the handoff sidecar's HTTP API for
+// workers written in Go, and a runner (Run) that follows the member's
+// assignment: it starts a function per active task, stops it when the task
+// is revoked, and releases the task once the function made its last commit.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// Error is an error answer of the API. Match it with errors.Is against the
+// sentinels below (or httpapi's), or with errors.As to read its fields.
+type Error struct {
+	Status  int    // HTTP status
+	Code    string // stable code, such as "not_owner" (httpapi.Code*)
+	Message string // what happened and what to do, for people
+}
+
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("handoff api: %d: %s", e.Status, e.Message)
+	}
+	return fmt.Sprintf("handoff api: %s (%d %s)", e.Message, e.Status, e.Code)
+}
+
+// Is matches another *Error with the same code (the sentinels below), and
+// the httpapi sentinel of the code, so errors.Is(err, httpapi.ErrNotOwner)
+// holds too.
+func (e *Error) Is(target error) bool {
+	if t, ok := target.(*Error); ok {
+		return t.Code != "" && t.Code == e.Code
+	}
+	return codeSentinels[e.Code] == target && target != nil
+}
+
+// Sentinels for the codes workers branch on.
+var (
+	// ErrNotOwner: this member is not (or no longer) the task's active
+	// owner, or the commit's epoch is stale. Stop processing the task.
+	ErrNotOwner = &Error{Code: httpapi.CodeNotOwner}
+	// ErrNotFound: the key does not exist (Get).
+	ErrNotFound = &Error{Code: httpapi.CodeNotFound}
+	// ErrUnknownTask: the task is not on this member.
+	ErrUnknownTask = &Error{Code: httpapi.CodeUnknownTask}
+	// ErrNotRevoked: a release of a task that is not being revoked.
+	ErrNotRevoked = &Error{Code: httpapi.CodeNotRevoked}
+	// ErrUnavailable: the agent is not ready or shutting down; retry.
+	ErrUnavailable = &Error{Code: httpapi.CodeUnavailable}
+)
+
+var codeSentinels = map[string]error{
+	httpapi.CodeInvalid:     httpapi.ErrInvalid,
+	httpapi.CodeTooLarge:    httpapi.ErrTooLarge,
+	httpapi.CodeUnknownTask: httpapi.ErrUnknownTask,
+	httpapi.CodeNotFound:    httpapi.ErrNotFound,
+	httpapi.CodeNotOwner:    httpapi.ErrNotOwner,
+	httpapi.CodeNotRevoked:  httpapi.ErrNotRevoked,
+	httpapi.CodeUnavailable: httpapi.ErrUnavailable,
+}
+
+// Client calls one agent's API. It is safe for concurrent use and reuses
+// connections; one Client per agent is enough.
+type Client struct {
+	base  string // without a trailing slash
+	token string
+	hc    *http.Client
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends "Authorization: Bearer token" (the agent's --token).
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient replaces the HTTP client. It must not have a Timeout
+// shorter than the long-polls it will carry; bound calls with contexts.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// New returns a client of the agent at baseURL, such as
+// "http://127.0.0.1:7070".
+func New(baseURL string, opts ...Option) *Client {
+	c := &Client{base: strings.TrimRight(baseURL, "/")}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: newTransport()}
+	}
+	return c
+}
+
+// newTransport keeps enough idle connections to the agent that a worker
+// with many tasks (a long-poll plus commits and reads per task) does not
+// reconnect between calls.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:               nil, // the agent is local; never go through a proxy
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// Assignment returns the member's view. With wait > 0 it long-polls: it
+// answers as soon as the view's Version exceeds after, or with the current
+// view once wait (capped by the agent) has passed.
+func (c *Client) Assignment(ctx context.Context, after uint64, wait time.Duration) (httpapi.View, error) {
+	q := url.Values{}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+		q.Set("after", strconv.FormatUint(after, 10))
+	}
+	var v httpapi.View
+	err := c.do(ctx, http.MethodGet, "/assignment", q, nil, &v)
+	return v, err
+}
+
+// Commit atomically applies req to task's state. It fails with ErrNotOwner
+// when this member is not (or no longer) the task's active owner or when
+// req.Epoch is stale.
+func (c *Client) Commit(ctx context.Context, task string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return httpapi.CommitResult{}, fmt.Errorf("encode commit of task %s: %w", task, err)
+	}
+	var res httpapi.CommitResult
+	err = c.do(ctx, http.MethodPost, taskPath(task, "commit"), nil, body, &res)
+	return res, err
+}
+
+// Release tells the agent that the worker stopped the revoked task and made
+// its last commit, so that the hand-over may proceed.
+func (c *Client) Release(ctx context.Context, task string) (httpapi.ReleaseResult, error) {
+	var res httpapi.ReleaseResult
+	err := c.do(ctx, http.MethodPost, taskPath(task, "release"), nil, nil, &res)
+	return res, err
+}
+
+// Get returns the value of key in task's state, or an error matching
+// ErrNotFound if the key does not exist. The key may be any bytes.
+func (c *Client) Get(ctx context.Context, task string, key []byte) ([]byte, error) {
+	var val []byte
+	err := c.do(ctx, http.MethodGet, taskPath(task, "state")+"/"+url.PathEscape(string(key)), nil, nil, &val)
+	return val, err
+}
+
+// Scan returns task's keys and values in key order, from o.Start on,
+// restricted to o.Prefix, at most o.Limit of them (all if o.Limit <= 0). It
+// reads as many pages as it needs.
+func (c *Client) Scan(ctx context.Context, task string, o httpapi.ScanOptions) ([]httpapi.KV, error) {
+	var out []httpapi.KV
+	start := o.Start
+	for {
+		q := url.Values{}
+		if len(o.Prefix) > 0 {
+			q.Set("prefix_b64", b64(o.Prefix))
+		}
+		if len(start) > 0 {
+			q.Set("start_b64", b64(start))
+		}
+		if o.Limit > 0 {
+			q.Set("limit", strconv.Itoa(o.Limit-len(out)))
+		}
+		var page httpapi.ScanResult
+		if err := c.do(ctx, http.MethodGet, taskPath(task, "state"), q, nil, &page); err != nil {
+			return out, err
+		}
+		out = append(out, page.Items...)
+		if page.Next == nil || (o.Limit > 0 && len(out) >= o.Limit) {
+			return out, nil
+		}
+		start = page.Next
+	}
+}
+
+// Leave starts a graceful leave of the member (idempotent) and returns its
+// progress. Keep following Assignment: it says shutdown once the member's
+// tasks are handed over.
+func (c *Client) Leave(ctx context.Context) (httpapi.LeaveStatus, error) {
+	var st httpapi.LeaveStatus
+	err := c.do(ctx, http.MethodPost, "/leave", nil, nil, &st)
+	return st, err
+}
+
+// LeaveStatus returns the progress of the member's leave.
+func (c *Client) LeaveStatus(ctx context.Context) (httpapi.LeaveStatus, error) {
+	var st httpapi.LeaveStatus
+	err := c.do(ctx, http.MethodGet, "/leave", nil, nil, &st)
+	return st, err
+}
+
+// Group returns the whole group's view, with learners' progress.
+func (c *Client) Group(ctx context.Context) (httpapi.GroupView, error) {
+	var g httpapi.GroupView
+	err := c.do(ctx, http.MethodGet, "/group", nil, nil, &g)
+	return g, err
+}
+
+// Ready returns nil once the agent has joined its group; otherwise an error
+// matching ErrUnavailable whose message says why not.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+}
+
+func taskPath(task, what string) string {
+	return "/tasks/" + url.PathEscape(task) + "/" + what
+}
+
+func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// do sends one request and decodes a 2xx answer into out: JSON, or the raw
+// body when out is *[]byte. Other answers become *Error.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return decodeError(resp.StatusCode, data)
+	}
+	switch out := out.(type) {
+	case nil:
+		return nil
+	case *[]byte:
+		*out = data
+		return nil
+	default:
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+		return nil
+	}
+}
+
+func decodeError(status int, data []byte) error {
+	var body httpapi.ErrorBody
+	if err := json.Unmarshal(data, &body); err == nil && body.Code != "" {
+		return &Error{Status: status, Code: body.Code, Message: body.Message}
+	}
+	// Not the agent's JSON (a proxy, another server on the port).
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return &Error{Status: status, Message: msg}
+}
+
+// isCode reports whether err is an API error with one of codes.
+func isCode(err error, codes ...string) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	for _, c := range codes {
+		if e.Code == c {
+			return true
+		}
+	}
+	return false
+}

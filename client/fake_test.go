@@ -1,0 +1,269 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// fakeAgent is an in-memory httpapi.Backend: one member, "m1", whose tasks
+// the test moves around. It keeps an ordered log of the mutating calls so
+// tests can check what happened in which order.
+type fakeAgent struct {
+	mu       sync.Mutex
+	version  uint64
+	changed  chan struct{}
+	tasks    map[string]*fakeTask
+	order    []string // task IDs in the order they were added
+	shutdown bool
+	done     bool // view state "done" without the shutdown flag
+	ready    error
+	fail     map[string]error
+	ops      []string // "commit t1 <checkpoint>", "release t1"
+}
+
+type fakeTask struct {
+	role       string
+	epoch      uint64
+	revoked    bool
+	seq        uint64
+	checkpoint []byte
+	data       map[string][]byte
+}
+
+func newFakeAgent() *fakeAgent {
+	return &fakeAgent{version: 1, changed: make(chan struct{}), tasks: map[string]*fakeTask{}, fail: map[string]error{}}
+}
+
+// serveFake serves f's API over HTTP for the test's lifetime.
+func serveFake(t *testing.T, f *fakeAgent, o httpapi.Options) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(httpapi.New(f, o).Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// change runs fn under the lock and publishes a new view version.
+func (f *fakeAgent) change(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn()
+	f.bumpLocked()
+}
+
+func (f *fakeAgent) bumpLocked() {
+	f.version++
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeAgent) setTask(id, role string, epoch uint64, checkpoint string) {
+	f.change(func() {
+		if _, ok := f.tasks[id]; !ok {
+			f.order = append(f.order, id)
+		}
+		f.tasks[id] = &fakeTask{role: role, epoch: epoch, checkpoint: []byte(checkpoint), data: map[string][]byte{}}
+	})
+}
+
+func (f *fakeAgent) revoke(id string) { f.change(func() { f.tasks[id].revoked = true }) }
+
+func (f *fakeAgent) setEpoch(id string, epoch uint64) {
+	f.change(func() { f.tasks[id].epoch = epoch })
+}
+
+func (f *fakeAgent) remove(id string) { f.change(func() { f.removeLocked(id) }) }
+
+func (f *fakeAgent) removeLocked(id string) {
+	delete(f.tasks, id)
+	for i, o := range f.order {
+		if o == id {
+			f.order = append(f.order[:i:i], f.order[i+1:]...)
+			break
+		}
+	}
+}
+
+func (f *fakeAgent) setShutdown() { f.change(func() { f.shutdown = true }) }
+
+func (f *fakeAgent) setFail(method string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[method] = err
+}
+
+func (f *fakeAgent) opLog() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ops...)
+}
+
+func (f *fakeAgent) value(task, key string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.tasks[task].data[key]
+	return string(v), ok
+}
+
+func (f *fakeAgent) viewLocked() httpapi.View {
+	v := httpapi.View{Member: "m1", Generation: 1, Version: f.version, State: httpapi.StateMember, Shutdown: f.shutdown}
+	if f.done {
+		v.State = httpapi.StateDone
+	}
+	for _, id := range f.order {
+		t := f.tasks[id]
+		tv := httpapi.TaskView{ID: id, Role: t.role, Stateful: true, Epoch: t.epoch}
+		if t.role == httpapi.RoleActive {
+			tv.Checkpoint = t.checkpoint
+		}
+		v.Tasks = append(v.Tasks, tv)
+		if t.revoked {
+			v.Revoke = append(v.Revoke, id)
+		}
+	}
+	return v
+}
+
+func (f *fakeAgent) Assignment() httpapi.View {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.viewLocked()
+}
+
+func (f *fakeAgent) WaitAssignment(ctx context.Context, after uint64) httpapi.View {
+	for {
+		f.mu.Lock()
+		v, ch := f.viewLocked(), f.changed
+		f.mu.Unlock()
+		if v.Version > after {
+			return v
+		}
+		select {
+		case <-ctx.Done():
+			return v
+		case <-ch:
+		}
+	}
+}
+
+func (f *fakeAgent) activeLocked(id string) (*fakeTask, error) {
+	t, ok := f.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("task %s is not assigned to member m1: %w", id, httpapi.ErrUnknownTask)
+	}
+	if t.role != httpapi.RoleActive {
+		return nil, fmt.Errorf("task %s is not active on member m1 (it is a %s): %w", id, t.role, httpapi.ErrNotOwner)
+	}
+	return t, nil
+}
+
+func (f *fakeAgent) Release(_ context.Context, id string) (httpapi.ReleaseResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail["Release"]; err != nil {
+		return httpapi.ReleaseResult{}, err
+	}
+	t, ok := f.tasks[id]
+	if !ok {
+		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is not assigned to member m1: %w", id, httpapi.ErrUnknownTask)
+	}
+	if !t.revoked {
+		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is not being revoked: %w", id, httpapi.ErrNotRevoked)
+	}
+	f.ops = append(f.ops, "release "+id)
+	f.removeLocked(id)
+	f.bumpLocked()
+	return httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.seq}, nil
+}
+
+func (f *fakeAgent) Get(id string, key []byte) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.activeLocked(id)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := t.data[string(key)]
+	if !ok {
+		return nil, fmt.Errorf("task %s has no key %q: %w", id, key, httpapi.ErrNotFound)
+	}
+	return v, nil
+}
+
+func (f *fakeAgent) Scan(id string, o httpapi.ScanOptions) ([]httpapi.KV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.activeLocked(id)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for k := range t.data {
+		if strings.HasPrefix(k, string(o.Prefix)) && k >= string(o.Start) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if o.Limit > 0 && len(keys) > o.Limit {
+		keys = keys[:o.Limit]
+	}
+	out := []httpapi.KV{}
+	for _, k := range keys {
+		out = append(out, httpapi.KV{Key: []byte(k), Value: t.data[k]})
+	}
+	return out, nil
+}
+
+func (f *fakeAgent) Commit(_ context.Context, id string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail["Commit"]; err != nil {
+		return httpapi.CommitResult{}, err
+	}
+	t, err := f.activeLocked(id)
+	if err != nil {
+		return httpapi.CommitResult{}, err
+	}
+	if req.Epoch != 0 && req.Epoch != t.epoch {
+		return httpapi.CommitResult{}, fmt.Errorf("task %s is at epoch %d, the commit is for epoch %d: %w", id, t.epoch, req.Epoch, httpapi.ErrNotOwner)
+	}
+	for _, kv := range req.Puts {
+		t.data[string(kv.Key)] = kv.Value
+	}
+	for _, k := range req.Deletes {
+		delete(t.data, string(k))
+	}
+	if len(req.Checkpoint) > 0 {
+		t.checkpoint = req.Checkpoint
+	}
+	t.seq++
+	f.ops = append(f.ops, fmt.Sprintf("commit %s %s", id, req.Checkpoint))
+	return httpapi.CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil
+}
+
+func (f *fakeAgent) Leave(context.Context) (httpapi.LeaveStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ops = append(f.ops, "leave")
+	return httpapi.LeaveStatus{State: httpapi.StateLeaving, Remaining: []string{}}, nil
+}
+
+func (f *fakeAgent) LeaveStatus() httpapi.LeaveStatus {
+	return httpapi.LeaveStatus{State: httpapi.StateMember, Remaining: []string{}}
+}
+
+func (f *fakeAgent) Group(context.Context) (httpapi.GroupView, error) {
+	return httpapi.GroupView{Group: "demo", Leader: "m1"}, nil
+}
+
+func (f *fakeAgent) Ready() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ready
+}

@@ -1,0 +1,540 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// ErrStopped is the cause (context.Cause) of a task context that Run
+// cancelled because the task must stop: it was revoked, moved, or Run is
+// ending. A TaskFunc that sees it should finish its batch, make its final
+// commit and return.
+var ErrStopped = errors.New("task stopped by the runner")
+
+// Defaults of RunOptions.
+const (
+	DefaultPollWait          = 30 * time.Second
+	DefaultRestartBackoff    = 500 * time.Millisecond
+	DefaultMaxRestartBackoff = 30 * time.Second
+	DefaultStopTimeout       = 10 * time.Second
+)
+
+// Log field names.
+const (
+	fieldTask    = "task"
+	fieldEpoch   = "epoch"
+	fieldBackoff = "backoff"
+)
+
+// Task is one task Run started on this member, as its TaskFunc sees it.
+type Task struct {
+	ID    string
+	Epoch uint64 // the ownership this run belongs to; Commit sends it
+	// Checkpoint is the input position to resume from (empty: from the start).
+	Checkpoint []byte
+	Stateful   bool
+	Client     *Client
+
+	run *taskRun // nil for a Task made by hand
+}
+
+// taskRun is what a task's supervisor shares with its Task values.
+type taskRun struct {
+	stopTimeout time.Duration
+
+	mu         sync.Mutex
+	seq        uint64 // changelog sequence of the last acknowledged commit
+	checkpoint []byte // checkpoint of the last acknowledged commit, or the start's
+}
+
+func (r *taskRun) last() (seq uint64, checkpoint []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seq, r.checkpoint
+}
+
+// Commit commits puts, deletes and checkpoint (empty keeps the previous
+// one) for this task at t.Epoch, so that a commit left over from an older
+// ownership is refused with ErrNotOwner.
+//
+// Task's methods outlive a stop: when ctx was cancelled by Run with
+// ErrStopped, they still run, for up to RunOptions.StopTimeout, so the
+// TaskFunc can finish its batch and make its final commit with the ctx it
+// was given. Any other end of ctx (a deadline of the caller's) ends them.
+func (t Task) Commit(ctx context.Context, puts []httpapi.KV, deletes [][]byte, checkpoint []byte) (httpapi.CommitResult, error) {
+	ctx, cancel := t.context(ctx)
+	defer cancel()
+	res, err := t.Client.Commit(ctx, t.ID, httpapi.CommitRequest{Puts: puts, Deletes: deletes, Checkpoint: checkpoint, Epoch: t.Epoch})
+	if err != nil {
+		return res, fmt.Errorf("commit task %s at epoch %d: %w", t.ID, t.Epoch, err)
+	}
+	if t.run != nil {
+		t.run.mu.Lock()
+		t.run.seq = res.Seq
+		if len(checkpoint) > 0 {
+			t.run.checkpoint = checkpoint
+		}
+		t.run.mu.Unlock()
+	}
+	return res, nil
+}
+
+// Get reads key of this task's state; see Client.Get. It keeps working
+// after a stop, like Commit.
+func (t Task) Get(ctx context.Context, key []byte) ([]byte, error) {
+	ctx, cancel := t.context(ctx)
+	defer cancel()
+	return t.Client.Get(ctx, t.ID, key)
+}
+
+// Scan reads this task's state; see Client.Scan. It keeps working after a
+// stop, like Commit.
+func (t Task) Scan(ctx context.Context, o httpapi.ScanOptions) ([]httpapi.KV, error) {
+	ctx, cancel := t.context(ctx)
+	defer cancel()
+	return t.Client.Scan(ctx, t.ID, o)
+}
+
+// context returns ctx, except that a cancellation by Run (cause ErrStopped)
+// only ends it StopTimeout later.
+func (t Task) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := DefaultStopTimeout
+	if t.run != nil {
+		timeout = t.run.stopTimeout
+	}
+	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var timer *time.Timer
+	var mu sync.Mutex
+	stop := context.AfterFunc(ctx, func() {
+		cause := context.Cause(ctx)
+		if !errors.Is(cause, ErrStopped) {
+			cancel(cause)
+			return
+		}
+		mu.Lock()
+		timer = time.AfterFunc(timeout, func() {
+			cancel(fmt.Errorf("final call of task %s still running %v after the stop: %w", t.ID, timeout, context.DeadlineExceeded))
+		})
+		mu.Unlock()
+	})
+	return out, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// TaskFunc processes one task until ctx ends. When ctx ends with cause
+// ErrStopped it should stop consuming, commit what is pending (Task's
+// methods still work) and return. Returning an error restarts the task from
+// its latest checkpoint after a backoff, unless the error matches
+// ErrNotOwner: then the task is left alone until the agent's view changes.
+// Returning nil without being stopped means the task has nothing more to do
+// here; it is released when revoked.
+type TaskFunc func(ctx context.Context, t Task) error
+
+// EventType says what an Event reports.
+type EventType string
+
+// Events of Run, in the order a task goes through them.
+const (
+	EventStart    EventType = "start"    // fn is starting: Task, Epoch, Checkpoint
+	EventRestart  EventType = "restart"  // fn failed (Err); it restarts after Backoff
+	EventRefused  EventType = "refused"  // fn returned ErrNotOwner (Code); the task is left alone
+	EventStop     EventType = "stop"     // fn returned after a stop: Seq and Checkpoint of its last commit
+	EventRelease  EventType = "release"  // the agent acknowledged the release: Seq of the task's last commit
+	EventShutdown EventType = "shutdown" // the view says shutdown; every task has stopped and Run returns
+)
+
+// Event is something Run did, for observability (RunOptions.OnEvent).
+type Event struct {
+	Time       time.Time
+	Type       EventType
+	Task       string
+	Epoch      uint64
+	Checkpoint []byte
+	Seq        uint64
+	Code       string        // API error code (EventRefused)
+	Err        error         // EventRestart
+	Backoff    time.Duration // EventRestart
+}
+
+// RunOptions configure Run. Zero values mean the defaults above.
+type RunOptions struct {
+	Logger zerolog.Logger
+	// OnEvent, if set, is called for every Event, one call at a time; it
+	// must return quickly, as it delays the task that caused the event.
+	OnEvent func(Event)
+	// PollWait is the long-poll's wait; the agent caps it.
+	PollWait time.Duration
+	// RestartBackoff is the pause before the first restart of a failed
+	// task; it doubles on each further failure up to MaxRestartBackoff.
+	RestartBackoff    time.Duration
+	MaxRestartBackoff time.Duration
+	// StopTimeout bounds the calls a stopped task still makes (its final
+	// commit) and the release after it.
+	StopTimeout time.Duration
+}
+
+func (o *RunOptions) setDefaults() {
+	if o.PollWait <= 0 {
+		o.PollWait = DefaultPollWait
+	}
+	if o.RestartBackoff <= 0 {
+		o.RestartBackoff = DefaultRestartBackoff
+	}
+	if o.MaxRestartBackoff <= 0 {
+		o.MaxRestartBackoff = DefaultMaxRestartBackoff
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = DefaultStopTimeout
+	}
+}
+
+// Run follows the member's assignment and runs fn in a goroutine for each
+// task that is active here, starting from the task's checkpoint. It
+// long-polls /assignment and reacts to each change at once:
+//
+//   - a task that is revoked, or no longer active here, has its context
+//     cancelled (cause ErrStopped); once fn returns, Run releases the task;
+//   - a task whose epoch changed is stopped and started again at the new
+//     epoch;
+//   - when the view says shutdown (or its state is done), Run stops every
+//     task and returns nil.
+//
+// When ctx ends, Run stops every task (releasing only revoked ones), waits
+// for them and returns nil. Run always waits for every fn it started to
+// return, so fn must return soon after its ctx ends. Errors talking to the agent are logged and
+// retried; Run does not return them.
+func Run(ctx context.Context, c *Client, fn TaskFunc, opts RunOptions) error {
+	opts.setDefaults()
+	r := &runner{c: c, fn: fn, opts: opts, log: opts.Logger, tasks: map[string]*supervisor{}, exited: make(chan *supervisor)}
+
+	pollCtx, cancelPoll := context.WithCancel(ctx)
+	views := make(chan httpapi.View)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		r.poll(pollCtx, views)
+	}()
+	defer func() {
+		cancelPoll()
+		<-polled
+	}()
+
+	for {
+		select {
+		case <-ctx.Done():
+			r.stopAll(false)
+			r.waitAll()
+			return nil
+		case v := <-views:
+			if r.apply(ctx, v) {
+				r.stopAll(true)
+				r.waitAll()
+				r.emit(Event{Type: EventShutdown})
+				r.log.Info().Msg("the agent says shutdown: every task is stopped")
+				return nil
+			}
+		case s := <-r.exited:
+			r.exit(ctx, s)
+		}
+	}
+}
+
+// runner is Run's state; only Run's goroutine touches tasks.
+type runner struct {
+	c    *Client
+	fn   TaskFunc
+	opts RunOptions
+	log  zerolog.Logger
+
+	tasks   map[string]*supervisor
+	exited  chan *supervisor
+	closing bool
+
+	emitMu sync.Mutex
+}
+
+func (r *runner) emit(ev Event) {
+	if r.opts.OnEvent == nil {
+		return
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	r.opts.OnEvent(ev)
+}
+
+// poll long-polls the assignment and hands each view to Run. The first
+// request, and the first after an error, does not wait, so that Run sees
+// the current view at once.
+func (r *runner) poll(ctx context.Context, views chan<- httpapi.View) {
+	var after uint64
+	current := false
+	failures := 0
+	for {
+		wait := r.opts.PollWait
+		if !current {
+			wait = 0
+		}
+		v, err := r.c.Assignment(ctx, after, wait)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			current = false
+			failures++
+			d := min(50*time.Millisecond<<min(failures, 10), 5*time.Second)
+			r.log.Warn().Err(err).Dur(fieldBackoff, d).Msg("read the assignment; retrying")
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			continue
+		}
+		failures, current, after = 0, true, v.Version
+		select {
+		case views <- v:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// apply starts and stops tasks to match v and reports whether v says
+// shutdown.
+func (r *runner) apply(ctx context.Context, v httpapi.View) (shutdown bool) {
+	revoked := make(map[string]bool, len(v.Revoke))
+	for _, id := range v.Revoke {
+		revoked[id] = true
+	}
+	want := map[string]httpapi.TaskView{}
+	var order []string
+	for _, tv := range v.Tasks {
+		if tv.Role == httpapi.RoleActive && !revoked[tv.ID] {
+			want[tv.ID] = tv
+			order = append(order, tv.ID)
+		}
+	}
+	for id, s := range r.tasks {
+		tv, ok := want[id]
+		if s.stopping {
+			// Start it again once it has stopped, if it is still ours then.
+			s.next = nil
+			if ok {
+				s.next = &tv
+			}
+			if revoked[id] {
+				s.release.Store(true)
+			}
+			continue
+		}
+		switch {
+		case revoked[id]:
+			r.log.Info().Str(fieldTask, id).Uint64(fieldEpoch, s.tv.Epoch).Msg("task revoked: stopping it")
+			s.stop(true)
+		case !ok:
+			r.log.Info().Str(fieldTask, id).Uint64(fieldEpoch, s.tv.Epoch).Msg("task no longer active here: stopping it")
+			s.stop(true)
+		case tv.Epoch != s.tv.Epoch:
+			r.log.Info().Str(fieldTask, id).Uint64(fieldEpoch, tv.Epoch).Msg("task epoch changed: restarting it")
+			s.stop(false)
+			s.next = &tv
+		}
+	}
+	for _, id := range order {
+		if _, running := r.tasks[id]; !running {
+			r.start(ctx, want[id])
+		}
+	}
+	return v.Shutdown || v.State == httpapi.StateDone
+}
+
+// exit forgets a supervisor that ended and starts the task again if the
+// view asked for it meanwhile.
+func (r *runner) exit(ctx context.Context, s *supervisor) {
+	delete(r.tasks, s.tv.ID)
+	if s.next != nil && !r.closing {
+		r.start(ctx, *s.next)
+	}
+}
+
+func (r *runner) stopAll(release bool) {
+	r.closing = true
+	for _, s := range r.tasks {
+		if !s.stopping {
+			s.stop(release)
+		}
+	}
+}
+
+func (r *runner) waitAll() {
+	for len(r.tasks) > 0 {
+		r.exit(context.Background(), <-r.exited)
+	}
+}
+
+func (r *runner) start(ctx context.Context, tv httpapi.TaskView) {
+	stopCtx, stopFn := context.WithCancelCause(context.WithoutCancel(ctx))
+	s := &supervisor{
+		r:      r,
+		tv:     tv,
+		ctx:    stopCtx,
+		cancel: stopFn,
+		run:    &taskRun{stopTimeout: r.opts.StopTimeout, checkpoint: tv.Checkpoint},
+		log:    r.log.With().Str(fieldTask, tv.ID).Uint64(fieldEpoch, tv.Epoch).Logger(),
+	}
+	r.tasks[tv.ID] = s
+	go func() {
+		s.supervise()
+		r.exited <- s
+	}()
+}
+
+// supervisor runs one task at one epoch: fn, its restarts, and the
+// release after it stopped.
+type supervisor struct {
+	r      *runner
+	tv     httpapi.TaskView
+	ctx    context.Context // ends (cause ErrStopped) when the task must stop
+	cancel context.CancelCauseFunc
+	run    *taskRun
+	log    zerolog.Logger
+
+	// Owned by Run's goroutine.
+	stopping bool
+	next     *httpapi.TaskView
+	// release says to release the task once stopped; Run sets it, the
+	// supervisor reads it after fn returned.
+	release atomic.Bool
+}
+
+func (s *supervisor) stop(release bool) {
+	s.stopping = true
+	if release {
+		s.release.Store(true)
+	}
+	s.cancel(ErrStopped)
+}
+
+func (s *supervisor) supervise() {
+	tv := s.tv
+	failures := 0
+	for s.ctx.Err() == nil {
+		s.r.emit(Event{Type: EventStart, Task: tv.ID, Epoch: tv.Epoch, Checkpoint: tv.Checkpoint})
+		s.log.Debug().Msg("task starting")
+		started := time.Now()
+		err := s.call(Task{ID: tv.ID, Epoch: tv.Epoch, Checkpoint: tv.Checkpoint, Stateful: tv.Stateful, Client: s.r.c, run: s.run})
+		if s.ctx.Err() != nil {
+			if err != nil && !errors.Is(err, ErrStopped) && !errors.Is(err, context.Canceled) {
+				s.log.Warn().Err(err).Msg("task function failed while stopping")
+			}
+			break
+		}
+		if isCode(err, httpapi.CodeNotOwner) {
+			s.r.emit(Event{Type: EventRefused, Task: tv.ID, Epoch: tv.Epoch, Code: httpapi.CodeNotOwner})
+			s.log.Info().Err(err).Msg("the agent says this member is not the task's owner: leaving the task alone")
+			<-s.ctx.Done()
+			return
+		}
+		if err == nil {
+			s.log.Info().Msg("task function returned: the task stays idle until it is revoked")
+			<-s.ctx.Done()
+			break
+		}
+		if time.Since(started) > s.r.opts.MaxRestartBackoff {
+			failures = 0 // it ran well for a while: this is a new failure
+		}
+		failures++
+		backoff := min(s.r.opts.RestartBackoff<<min(failures-1, 20), s.r.opts.MaxRestartBackoff)
+		s.r.emit(Event{Type: EventRestart, Task: tv.ID, Epoch: tv.Epoch, Err: err, Backoff: backoff})
+		s.log.Warn().Err(err).Dur(fieldBackoff, backoff).Msg("task function failed: restarting it from its latest checkpoint")
+		timer := time.NewTimer(backoff)
+		select {
+		case <-s.ctx.Done():
+			timer.Stop()
+		case <-timer.C:
+			tv.Checkpoint = s.latestCheckpoint(tv)
+		}
+	}
+	seq, checkpoint := s.run.last()
+	s.r.emit(Event{Type: EventStop, Task: tv.ID, Epoch: tv.Epoch, Seq: seq, Checkpoint: checkpoint})
+	s.log.Debug().Msg("task stopped")
+	if s.release.Load() {
+		s.doRelease()
+	}
+}
+
+// call runs fn, turning a panic into an error so that one task's bug does
+// not take the worker's other tasks down.
+func (s *supervisor) call(t Task) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("task function panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return s.r.fn(s.ctx, t)
+}
+
+// latestCheckpoint asks the agent for the task's checkpoint; the one of the
+// last commit made through Task is the fallback.
+func (s *supervisor) latestCheckpoint(tv httpapi.TaskView) []byte {
+	_, last := s.run.last()
+	v, err := s.r.c.Assignment(s.ctx, 0, 0)
+	if err != nil {
+		s.log.Debug().Err(err).Msg("read the task's checkpoint; using the last one committed here")
+		return last
+	}
+	for _, t := range v.Tasks {
+		if t.ID == tv.ID && t.Epoch == tv.Epoch && t.Role == httpapi.RoleActive {
+			return t.Checkpoint
+		}
+	}
+	return last
+}
+
+// doRelease releases the stopped task, retrying while the agent is
+// unreachable or unavailable, for up to StopTimeout.
+func (s *supervisor) doRelease() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.r.opts.StopTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		res, err := s.r.c.Release(ctx, s.tv.ID)
+		if err == nil {
+			s.r.emit(Event{Type: EventRelease, Task: s.tv.ID, Epoch: res.Epoch, Seq: res.Seq})
+			s.log.Info().Uint64("seq", res.Seq).Msg("task released")
+			return
+		}
+		if isCode(err, httpapi.CodeNotRevoked, httpapi.CodeUnknownTask, httpapi.CodeNotOwner) {
+			// The task left without a revoke (moved after a failure); there
+			// is nothing to hand over from here.
+			s.log.Info().Err(err).Msg("release not needed")
+			return
+		}
+		d := min(25*time.Millisecond<<min(attempt, 6), time.Second)
+		s.log.Warn().Err(err).Dur(fieldBackoff, d).Msg("release the task; retrying")
+		select {
+		case <-ctx.Done():
+			s.log.Error().Err(err).Msg("gave up releasing the task; the agent hands it over after its release timeout")
+			return
+		case <-time.After(d):
+		}
+	}
+}

@@ -1,0 +1,330 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// harness runs Run against a fake agent over HTTP and collects its events.
+type harness struct {
+	t      *testing.T
+	agent  *fakeAgent
+	client *Client
+	events chan Event
+	done   chan struct{} // closed when Run returned
+	err    error         // what Run returned
+	cancel context.CancelFunc
+}
+
+func startRun(t *testing.T, agent *fakeAgent, fn TaskFunc, wrap func(http.Handler) http.Handler) *harness {
+	t.Helper()
+	var h http.Handler = httpapi.New(agent, httpapi.Options{}).Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	hs := &harness{t: t, agent: agent, client: New(srv.URL), events: make(chan Event, 1000), done: make(chan struct{}), cancel: cancel}
+	opts := RunOptions{
+		OnEvent:        func(ev Event) { hs.events <- ev },
+		RestartBackoff: time.Millisecond,
+		PollWait:       time.Minute,
+	}
+	go func() {
+		hs.err = Run(ctx, hs.client, fn, opts)
+		close(hs.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-hs.done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after its context ended")
+		}
+		srv.Close()
+	})
+	return hs
+}
+
+// next returns the next event, failing the test if none comes.
+func (h *harness) next() Event {
+	h.t.Helper()
+	select {
+	case ev := <-h.events:
+		return ev
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("no event within 10s")
+		return Event{}
+	}
+}
+
+// expect checks that the next events are of the given types for task.
+func (h *harness) expect(task string, types ...EventType) []Event {
+	h.t.Helper()
+	var got []Event
+	for _, want := range types {
+		ev := h.next()
+		got = append(got, ev)
+		if ev.Type != want || ev.Task != task {
+			h.t.Fatalf("event %d = %s %s (%+v), want %s %s", len(got), ev.Type, ev.Task, ev, want, task)
+		}
+	}
+	return got
+}
+
+func (h *harness) wait() error {
+	h.t.Helper()
+	select {
+	case <-h.done:
+		return h.err
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("Run did not return")
+		return nil
+	}
+}
+
+// finalCommit is a TaskFunc that waits for its stop and then commits
+// checkpoint "final-<epoch>" with the context it was given.
+func finalCommit(ctx context.Context, t Task) error {
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), ErrStopped) {
+		return fmt.Errorf("task context ended with cause %v, want ErrStopped", context.Cause(ctx))
+	}
+	_, err := t.Commit(ctx, []httpapi.KV{{Key: []byte("k"), Value: []byte("last")}}, nil, fmt.Appendf(nil, "final-%d", t.Epoch))
+	return err
+}
+
+func TestRunStartsActiveTasksOnly(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 3, "cp1")
+	agent.setTask("t2", httpapi.RoleLearner, 1, "")
+	started := make(chan Task, 10)
+	h := startRun(t, agent, func(ctx context.Context, t Task) error {
+		started <- t
+		<-ctx.Done()
+		return nil
+	}, nil)
+	ev := h.expect("t1", EventStart)[0]
+	if ev.Epoch != 3 || string(ev.Checkpoint) != "cp1" {
+		t.Errorf("start event = %+v, want epoch 3 checkpoint cp1", ev)
+	}
+	if got := <-started; got.ID != "t1" || got.Epoch != 3 || string(got.Checkpoint) != "cp1" || !got.Stateful || got.Client == nil {
+		t.Errorf("fn got %+v, want t1 at epoch 3 from cp1 with a client", got)
+	}
+	agent.setTask("t2", httpapi.RoleActive, 2, "cp2") // promoted
+	h.expect("t2", EventStart)
+	if got := <-started; got.ID != "t2" || got.Epoch != 2 {
+		t.Errorf("fn got %+v, want t2 at epoch 2", got)
+	}
+}
+
+func TestRunRevokeCommitsThenReleases(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 3, "cp1")
+	h := startRun(t, agent, finalCommit, nil)
+	h.expect("t1", EventStart)
+	agent.revoke("t1")
+	evs := h.expect("t1", EventStop, EventRelease)
+	if string(evs[0].Checkpoint) != "final-3" || evs[0].Seq != 1 {
+		t.Errorf("stop event = %+v, want the final commit's checkpoint final-3 and seq 1", evs[0])
+	}
+	if evs[1].Seq != 1 || evs[1].Epoch != 3 {
+		t.Errorf("release event = %+v, want seq 1 epoch 3", evs[1])
+	}
+	if got, want := agent.opLog(), []string{"commit t1 final-3", "release t1"}; !slices.Equal(got, want) {
+		t.Errorf("agent saw %q, want %q", got, want)
+	}
+}
+
+func TestRunShutdown(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	h := startRun(t, agent, finalCommit, nil)
+	h.expect("t1", EventStart)
+	agent.revoke("t1")
+	h.expect("t1", EventStop, EventRelease)
+	agent.setShutdown()
+	h.expect("", EventShutdown)
+	if err := h.wait(); err != nil {
+		t.Errorf("Run = %v, want nil on shutdown", err)
+	}
+}
+
+func TestRunReturnsWhenDone(t *testing.T) {
+	agent := newFakeAgent()
+	h := startRun(t, agent, finalCommit, nil)
+	agent.change(func() { agent.done = true })
+	h.expect("", EventShutdown)
+	if err := h.wait(); err != nil {
+		t.Errorf("Run = %v, want nil once the member is done", err)
+	}
+}
+
+func TestRunRestartsFailedTaskFromLatestCheckpoint(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 1, "cp1")
+	var calls atomic.Int32
+	checkpoints := make(chan string, 10)
+	h := startRun(t, agent, func(ctx context.Context, t Task) error {
+		checkpoints <- string(t.Checkpoint)
+		switch calls.Add(1) {
+		case 1:
+			if _, err := t.Commit(ctx, nil, nil, []byte("cp2")); err != nil {
+				return err
+			}
+			return errors.New("input broke")
+		case 2:
+			panic("bug in the task function")
+		}
+		<-ctx.Done()
+		return nil
+	}, nil)
+	evs := h.expect("t1", EventStart, EventRestart, EventStart, EventRestart, EventStart)
+	if evs[1].Err == nil || evs[1].Backoff <= 0 || evs[3].Err == nil {
+		t.Errorf("restart events %+v and %+v, want the errors and a backoff", evs[1], evs[3])
+	}
+	if got := []string{<-checkpoints, <-checkpoints, <-checkpoints}; !slices.Equal(got, []string{"cp1", "cp2", "cp2"}) {
+		t.Errorf("fn started from checkpoints %q, want cp1, then cp2 twice", got)
+	}
+}
+
+func TestRunLeavesRefusedTaskAlone(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	agent.setFail("Commit", fmt.Errorf("task t1 is owned by m2 now: %w", httpapi.ErrNotOwner))
+	var calls atomic.Int32
+	h := startRun(t, agent, func(ctx context.Context, t Task) error {
+		calls.Add(1)
+		_, err := t.Commit(ctx, nil, nil, []byte("cp"))
+		return err
+	}, nil)
+	h.expect("t1", EventStart)
+	if ev := h.expect("t1", EventRefused)[0]; ev.Code != httpapi.CodeNotOwner {
+		t.Errorf("refused event = %+v, want code not_owner", ev)
+	}
+	agent.remove("t1")
+	agent.setTask("t2", httpapi.RoleActive, 1, "")
+	h.expect("t2", EventStart) // t1 got no stop, release or restart in between
+	if n := calls.Load(); n != 2 {
+		t.Errorf("fn called %d times, want once per task", n)
+	}
+	if ops := agent.opLog(); len(ops) != 0 {
+		t.Errorf("agent saw %q, want no release", ops)
+	}
+}
+
+func TestRunRestartsOnEpochChange(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	h := startRun(t, agent, finalCommit, nil)
+	h.expect("t1", EventStart)
+	agent.setEpoch("t1", 2)
+	evs := h.expect("t1", EventStop, EventStart)
+	if evs[0].Epoch != 1 || evs[1].Epoch != 2 {
+		t.Errorf("events %+v, want stop at epoch 1 then start at epoch 2", evs)
+	}
+	// The final commit of epoch 1 was refused (stale epoch); nothing released.
+	if ops := agent.opLog(); len(ops) != 0 {
+		t.Errorf("agent saw %q, want nothing (no release, stale commit refused)", ops)
+	}
+}
+
+func TestRunStopsTaskThatDisappears(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	agent.setTask("t2", httpapi.RoleActive, 1, "")
+	h := startRun(t, agent, func(ctx context.Context, _ Task) error {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}, nil)
+	if a, b := h.next(), h.next(); a.Type != EventStart || b.Type != EventStart || a.Task == b.Task {
+		t.Fatalf("events %+v, %+v; want t1 and t2 to start", a, b)
+	}
+	agent.remove("t1")
+	h.expect("t1", EventStop)
+	agent.setShutdown()
+	h.expect("t2", EventStop) // stopped at shutdown; not revoked: the release is refused, no release event
+	h.expect("", EventShutdown)
+}
+
+func TestRunStopsTasksWhenContextEnds(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	h := startRun(t, agent, finalCommit, nil)
+	h.expect("t1", EventStart)
+	h.cancel()
+	if err := h.wait(); err != nil {
+		t.Errorf("Run = %v, want nil when ctx ends", err)
+	}
+	if ev := h.expect("t1", EventStop)[0]; string(ev.Checkpoint) != "final-1" {
+		t.Errorf("stop event = %+v, want the final commit made after the stop", ev)
+	}
+	if got, want := agent.opLog(), []string{"commit t1 final-1"}; !slices.Equal(got, want) {
+		t.Errorf("agent saw %q, want %q (no release of a task that was not revoked)", got, want)
+	}
+}
+
+func TestRunRetriesUnreachableAgent(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	var fails atomic.Int32
+	flaky := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/assignment" && fails.Add(1) <= 2 {
+				http.Error(w, `{"code":"unavailable","message":"starting"}`, http.StatusServiceUnavailable)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := startRun(t, agent, finalCommit, flaky)
+	h.expect("t1", EventStart)
+	if n := fails.Load(); n < 3 {
+		t.Errorf("assignment asked %d times, want 2 failures and a success", n)
+	}
+}
+
+func TestTaskContextOutlivesStopOnly(t *testing.T) {
+	tests := []struct {
+		name  string
+		cause error
+		alive bool
+	}{
+		{"stopped by the runner", ErrStopped, true},
+		{"cancelled by the caller", context.Canceled, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent, cancel := context.WithCancelCause(context.Background())
+			ctx, done := Task{ID: "t1", run: &taskRun{stopTimeout: time.Hour}}.context(parent)
+			defer done()
+			cancel(tt.cause)
+			if tt.alive {
+				// Give AfterFunc every chance to (wrongly) cancel: a canceled
+				// child of the same parent is observed first.
+				<-parent.Done()
+				probe, stopProbe := context.WithCancel(context.Background())
+				context.AfterFunc(parent, stopProbe)
+				<-probe.Done()
+				if ctx.Err() != nil {
+					t.Fatalf("task context ended (%v) after a runner stop, want it alive for StopTimeout", context.Cause(ctx))
+				}
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("task context still alive after the caller cancelled")
+			}
+		})
+	}
+}

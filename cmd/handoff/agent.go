@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/natsembed"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+func init() {
+	register("agent", "run the sidecar agent next to a worker", runAgent)
+}
+
+// runAgent wires every part of a member together, runs it until ctx ends,
+// leaves the group gracefully, and closes the parts in reverse order.
+func runAgent(ctx context.Context, args []string, e *env) error {
+	lc, err := loadConfig(args, e.getenv, e.stdout)
+	if err != nil {
+		return err
+	}
+	if lc.PrintConfig {
+		return lc.printConfig(e.stdout)
+	}
+	log := newLogger(e.stderr, lc.LogLevel, lc.LogFormat)
+	cfg := lc.Config
+
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	store, err := statestore.Open(filepath.Join(cfg.DataDir, "state"), statestore.Options{Logger: log.With().Str("component", "pebble").Logger()})
+	if err != nil {
+		return fmt.Errorf("open local state in %s: %w", cfg.DataDir, err)
+	}
+	defer closeLogged(log, "local state", store.Close)
+
+	nc, stopNATS, err := dialOrEmbed(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	a, err := agent.Open(openCtx, nc, store, agent.Options{
+		Group:        cfg.Group,
+		MemberID:     cfg.MemberID,
+		Addr:         cfg.Advertise,
+		Zone:         cfg.Zone,
+		Capacity:     cfg.Capacity,
+		Config:       cfg.GroupConfig,
+		ConfigFields: lc.groupConfigFields(),
+		Replicas:     cfg.NATS.Replicas,
+		Logger:       log,
+		Registerer:   reg,
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer closeLogged(log, "member record", a.Close)
+
+	api := httpapi.New(a, httpapi.Options{
+		Token:   cfg.APIToken,
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Logger:  log.With().Str("component", "api").Logger(),
+	})
+	addr, err := api.Listen(cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("worker API: %w", err)
+	}
+	log.Info().Str("api", addr.String()).Str("group", cfg.Group).Str("member", cfg.MemberID).Msg("agent started")
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	apiCtx, stopAPI := context.WithCancel(context.Background())
+	g, _ := errgroup.WithContext(runCtx)
+	runErr := make(chan error, 1)
+	g.Go(func() error {
+		err := a.Run(runCtx)
+		runErr <- err
+		return err
+	})
+	g.Go(func() error { return api.Run(apiCtx) })
+
+	select {
+	case <-ctx.Done():
+		// A signal: hand the tasks over before exiting. The API keeps
+		// serving meanwhile: the worker releases its tasks through it,
+		// and then learns that it may exit.
+		if leave(a, cfg.GroupConfig.LeaveTimeout.D(), log) {
+			waitDelivered(api.ShutdownDelivered(), 5*time.Second)
+		}
+	case err := <-runErr:
+		if err != nil {
+			log.Error().Err(err).Msg("agent stopped")
+		}
+	}
+	stopAPI()
+	stopRun()
+	return g.Wait()
+}
+
+// leave hands this member's tasks over and waits until the leader says the
+// member may go, at most leaveTimeout plus a margin for the last release.
+// It reports whether the leave completed.
+func leave(a *agent.Agent, leaveTimeout time.Duration, log zerolog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout+15*time.Second)
+	defer cancel()
+	if _, err := a.Leave(ctx); err != nil {
+		log.Error().Err(err).Msg("could not start the leave")
+		return false
+	}
+	log.Info().Dur("timeout", leaveTimeout).Msg("leaving: handing tasks over before exit (send the signal again to exit at once)")
+	if err := a.WaitDone(ctx); err != nil {
+		log.Warn().Err(err).Msg("left before every task was handed over; the group fails them over")
+		return false
+	}
+	log.Info().Msg("left the group")
+	return true
+}
+
+// waitDelivered waits until the worker has been told to shut down (it polls
+// the API), at most max: a worker that is gone never asks.
+func waitDelivered(delivered <-chan struct{}, max time.Duration) {
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-delivered:
+	case <-t.C:
+	}
+}
+
+// dialOrEmbed connects to the configured NATS, or starts the embedded server
+// and connects to it in process. The returned func closes both.
+func dialOrEmbed(cfg Config, log zerolog.Logger) (*natsgo.Conn, func(), error) {
+	if cfg.NATS.URL != "" {
+		nc, err := connect(cfg.NATS, "handoff-agent-"+cfg.MemberID, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nc, nc.Close, nil
+	}
+	srv, err := natsembed.Start(natsembed.Options{
+		DataDir:    filepath.Join(cfg.DataDir, "nats"),
+		Listen:     cfg.NATS.EmbeddedListen,
+		SyncAlways: cfg.NATS.SyncAlways,
+		Logger:     log.With().Str("component", "nats").Logger(),
+		ServerName: "handoff-" + cfg.MemberID,
+	})
+	if err != nil {
+		if errors.Is(err, natsembed.ErrLocked) {
+			return nil, nil, fmt.Errorf("%w (use another --data-dir per agent)", err)
+		}
+		return nil, nil, fmt.Errorf("%w (another agent may already run the embedded server: join it with --nats nats://%s)", err, cfg.NATS.EmbeddedListen)
+	}
+	log.Info().Str("url", srv.ClientURL()).Msg("embedded NATS server started; other agents join with --nats " + srv.ClientURL())
+	nc, err := srv.InProcessConn(natsgo.Name("handoff-agent-"+cfg.MemberID), natsgo.MaxReconnects(-1))
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, err
+	}
+	return nc, func() {
+		nc.Close()
+		srv.Shutdown()
+	}, nil
+}
+
+func closeLogged(log zerolog.Logger, what string, close func() error) {
+	if err := close(); err != nil {
+		log.Warn().Err(err).Msgf("close %s", what)
+	}
+}

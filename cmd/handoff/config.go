@@ -1,0 +1,432 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/changelog"
+)
+
+// Config is everything 'handoff agent' is configured by. Every setting has
+// one name, used as the flag (--name), the environment variable
+// (HANDOFF_NAME, dashes as underscores) and the key of the YAML config
+// file. Flags override the environment, which overrides the file.
+type Config struct {
+	ConfigFile string
+
+	Group     string
+	MemberID  string
+	Listen    string
+	Advertise string
+	DataDir   string
+	Zone      string
+	Capacity  int
+	APIToken  string
+
+	NATS nats
+
+	// GroupConfig is this member's proposal for the group's config.
+	GroupConfig assign.Config
+
+	LogLevel    string
+	LogFormat   string
+	PrintConfig bool
+}
+
+// nats holds how to reach NATS; shared by every subcommand that connects.
+type nats struct {
+	URL            string
+	EmbeddedListen string
+	SyncAlways     bool
+	Creds          string
+	User           string
+	Password       string
+	TLSCA          string
+	TLSCert        string
+	TLSKey         string
+	Replicas       int
+}
+
+// DefaultConfig returns the settings of an agent started with no flags.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Group:       "default",
+		MemberID:    sanitizeMemberID(host),
+		Listen:      "127.0.0.1:7070",
+		DataDir:     "handoff-data",
+		Capacity:    1,
+		NATS:        nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
+		GroupConfig: assign.DefaultConfig(),
+		LogLevel:    "info",
+		LogFormat:   "auto",
+	}
+}
+
+// sanitizeMemberID turns a host name into a valid member ID.
+func sanitizeMemberID(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	if b.Len() == 0 {
+		return "member"
+	}
+	id := b.String()
+	if len(id) > 128 {
+		id = id[:128]
+	}
+	return id
+}
+
+// groupFields maps the flags that set the group's config to the JSON names
+// of assign.Config, so that only settings a member gave are compared with
+// the stored config.
+var groupFields = map[string]string{
+	"tasks":                   "stateful",
+	"stateless-tasks":         "stateless",
+	"handover":                "handover",
+	"acceptable-lag":          "acceptableLag",
+	"max-learners":            "maxLearners",
+	"max-learners-per-member": "maxLearnersPerMember",
+	"standbys":                "standbys",
+	"session-timeout":         "sessionTimeout",
+	"leave-timeout":           "leaveTimeout",
+	"release-timeout":         "releaseTimeout",
+	"stable-max-wait":         "stableMaxWait",
+}
+
+// natsFlags registers the flags that say how to reach NATS.
+func natsFlags(fs *flag.FlagSet, n *nats, urlUsage string) {
+	fs.StringVar(&n.URL, "nats", n.URL, urlUsage)
+	fs.StringVar(&n.Creds, "nats-creds", n.Creds, "NATS credentials `file`")
+	fs.StringVar(&n.User, "nats-user", n.User, "NATS user name")
+	fs.StringVar(&n.Password, "nats-password", n.Password, "NATS password")
+	fs.StringVar(&n.TLSCA, "nats-tls-ca", n.TLSCA, "CA `file` to verify the NATS server")
+	fs.StringVar(&n.TLSCert, "nats-tls-cert", n.TLSCert, "client certificate `file` for NATS (with --nats-tls-key)")
+	fs.StringVar(&n.TLSKey, "nats-tls-key", n.TLSKey, "client key `file` for NATS")
+}
+
+// agentFlags registers every setting of 'handoff agent' on a new FlagSet,
+// bound to c's fields with c's current values as defaults.
+func agentFlags(c *Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML config `file`: keys are these flags' names")
+	fs.StringVar(&c.Group, "group", c.Group, "`name` of the group (letters, digits, '-', '_')")
+	fs.StringVar(&c.MemberID, "member-id", c.MemberID, "this member's `ID`, stable across restarts (default: the host name)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` of the worker API")
+	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "API `address` other members and 'handoff status' show (default: --listen)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "`directory` of the local state (and of the embedded NATS server)")
+	fs.StringVar(&c.Zone, "zone", c.Zone, "failure `zone` of this member; standbys go to other zones")
+	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "capacity `weight` of this member's share of tasks")
+	fs.StringVar(&c.APIToken, "api-token", c.APIToken, "if set, API calls but health checks need 'Authorization: Bearer TOKEN'")
+
+	natsFlags(fs, &c.NATS, "NATS server `URL`s (comma-separated); empty runs an embedded single-node server")
+	fs.StringVar(&c.NATS.EmbeddedListen, "embedded-nats-listen", c.NATS.EmbeddedListen, "`address` of the embedded NATS server (when --nats is empty)")
+	fs.BoolVar(&c.NATS.SyncAlways, "nats-sync-always", c.NATS.SyncAlways, "embedded NATS fsyncs every write (durable on power loss; slower)")
+	fs.IntVar(&c.NATS.Replicas, "replicas", c.NATS.Replicas, "JetStream `replicas` of the changelog and KV bucket (3 on a 3-node cluster)")
+
+	g := &c.GroupConfig
+	fs.Var(specValue{&g.Stateful}, "tasks", "stateful task `IDs`: comma-separated, ranges like orders-0..63")
+	fs.Var(specValue{&g.Stateless}, "stateless-tasks", "stateless task `IDs`, like --tasks")
+	fs.Var((*modeValue)(&g.Handover), "handover", "`mode` of promotion: eager (each learner when caught up) or stable (a round at once)")
+	fs.Uint64Var(&g.AcceptableLag, "acceptable-lag", g.AcceptableLag, "changelog `messages` a learner may lag when promoted")
+	fs.IntVar(&g.MaxLearners, "max-learners", g.MaxLearners, "learners in flight in the whole group (`0` = no bound)")
+	fs.IntVar(&g.MaxLearnersPerMember, "max-learners-per-member", g.MaxLearnersPerMember, "learners in flight per member (`0` = no bound)")
+	fs.IntVar(&g.Standbys, "standbys", g.Standbys, "warm `copies` of each stateful task kept for failover")
+	fs.TextVar(&g.SessionTimeout, "session-timeout", g.SessionTimeout, "a member silent this `long` is dead")
+	fs.TextVar(&g.LeaveTimeout, "leave-timeout", g.LeaveTimeout, "a leave hands remaining tasks over cold after this `long`")
+	fs.TextVar(&g.ReleaseTimeout, "release-timeout", g.ReleaseTimeout, "a revoked task moves after this `long` without a release")
+	fs.TextVar(&g.StableMaxWait, "stable-max-wait", g.StableMaxWait, "stable mode: a round waits at most this `long` for all its learners")
+
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "`level`: trace, debug, info, warn, error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "`format`: json, console, or auto (console on a terminal)")
+	fs.BoolVar(&c.PrintConfig, "print-config", c.PrintConfig, "print the resolved configuration as YAML and exit")
+	return fs
+}
+
+// specValue is a flag holding one task spec.
+type specValue struct{ dst *[]string }
+
+func (v specValue) String() string {
+	if v.dst == nil {
+		return ""
+	}
+	return strings.Join(*v.dst, ",")
+}
+
+func (v specValue) Set(s string) error {
+	if _, err := assign.ExpandSpec(s); err != nil {
+		return err
+	}
+	*v.dst = nil
+	if strings.TrimSpace(s) != "" {
+		*v.dst = []string{s}
+	}
+	return nil
+}
+
+type modeValue assign.Mode
+
+func (m *modeValue) String() string { return string(*m) }
+
+func (m *modeValue) Set(s string) error {
+	if s != string(assign.Eager) && s != string(assign.Stable) {
+		return fmt.Errorf("use eager or stable")
+	}
+	*m = modeValue(s)
+	return nil
+}
+
+// envName is the environment variable of a setting.
+func envName(flagName string) string {
+	return "HANDOFF_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// loadedConfig is a resolved configuration and which settings were given.
+type loadedConfig struct {
+	Config
+	set map[string]bool // settings given by the file, the environment or a flag
+	fs  *flag.FlagSet
+}
+
+// loadConfig resolves the agent's settings: defaults, then the config file,
+// then HANDOFF_* variables, then flags.
+func loadConfig(args []string, getenv func(string) string, usageOut io.Writer) (loadedConfig, error) {
+	probe := DefaultConfig()
+	pfs := agentFlags(&probe)
+	pfs.SetOutput(usageOut)
+	pfs.Usage = func() { agentUsage(usageOut, pfs) }
+	if err := pfs.Parse(args); err != nil {
+		return loadedConfig{}, err
+	}
+	if pfs.NArg() > 0 {
+		return loadedConfig{}, fmt.Errorf("unexpected argument %q; settings are flags (see 'handoff agent --help')", pfs.Arg(0))
+	}
+	given := map[string]bool{}
+	pfs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	lc := loadedConfig{Config: DefaultConfig(), set: map[string]bool{}}
+	fs := agentFlags(&lc.Config)
+	lc.fs = fs
+	path := probe.ConfigFile
+	if path == "" {
+		path = getenv(envName("config"))
+	}
+	if path != "" {
+		if err := applyFile(fs, path, lc.set); err != nil {
+			return loadedConfig{}, err
+		}
+	}
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := getenv(envName(f.Name)); v != "" && f.Name != "config" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+			}
+			lc.set[f.Name] = true
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return loadedConfig{}, err
+	}
+	for name := range given {
+		if err := fs.Set(name, pfs.Lookup(name).Value.String()); err != nil {
+			return loadedConfig{}, fmt.Errorf("--%s: %w", name, err)
+		}
+		lc.set[name] = true
+	}
+	lc.ConfigFile = path
+	if lc.Advertise == "" {
+		lc.Advertise = lc.Listen
+	}
+	return lc, lc.Validate()
+}
+
+// applyFile reads a YAML config file whose keys are flag names. Unknown keys
+// are errors.
+func applyFile(fs *flag.FlagSet, path string, set map[string]bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "config" || k == "print-config" || fs.Lookup(k) == nil {
+			return fmt.Errorf("config file %s: unknown key %q; keys are the names of 'handoff agent' flags without dashes in front", path, k)
+		}
+		v, err := scalar(doc[k])
+		if err != nil {
+			return fmt.Errorf("config file %s: key %q: %w", path, k, err)
+		}
+		if err := fs.Set(k, v); err != nil {
+			return fmt.Errorf("config file %s: key %q: %w", path, k, err)
+		}
+		set[k] = true
+	}
+	return nil
+}
+
+// scalar turns a YAML value into a flag string; a list becomes a
+// comma-separated string.
+func scalar(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", nil
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			s, err := scalar(e)
+			if err != nil {
+				return "", err
+			}
+			parts[i] = s
+		}
+		return strings.Join(parts, ","), nil
+	case map[string]any:
+		return "", errors.New("a value must be a string, number, boolean or list")
+	default:
+		return fmt.Sprint(x), nil
+	}
+}
+
+// Validate reports every problem with c, each saying how to fix it.
+func (c Config) Validate() error {
+	var errs []error
+	if !changelog.ValidGroup(c.Group) {
+		errs = append(errs, fmt.Errorf("--group %q: use 1 to 64 letters, digits, '-' or '_'", c.Group))
+	}
+	if !agent.ValidMemberID(c.MemberID) {
+		errs = append(errs, fmt.Errorf("--member-id %q: use 1 to 128 letters, digits, '-' or '_'", c.MemberID))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen %q: use host:port, e.g. 127.0.0.1:7070", c.Listen))
+	}
+	if c.NATS.URL == "" {
+		if _, _, err := net.SplitHostPort(c.NATS.EmbeddedListen); err != nil {
+			errs = append(errs, fmt.Errorf("--embedded-nats-listen %q: use host:port, e.g. 127.0.0.1:4222", c.NATS.EmbeddedListen))
+		}
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir is empty: name a directory for the local state"))
+	}
+	if c.Capacity < 1 {
+		errs = append(errs, fmt.Errorf("--capacity %d: use 1 or more", c.Capacity))
+	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		errs = append(errs, fmt.Errorf("--replicas %d: use 1 to 5", c.NATS.Replicas))
+	}
+	if (c.NATS.TLSCert == "") != (c.NATS.TLSKey == "") {
+		errs = append(errs, errors.New("--nats-tls-cert and --nats-tls-key go together"))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.LogFormat {
+	case "auto", "json", "console":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format %q: use json, console or auto", c.LogFormat))
+	}
+	if err := c.GroupConfig.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// groupConfigFields lists the group settings that were given, as JSON names
+// of assign.Config.
+func (lc loadedConfig) groupConfigFields() []string {
+	fields := []string{}
+	for name := range lc.set {
+		if f, ok := groupFields[name]; ok {
+			fields = append(fields, f)
+		}
+	}
+	sort.Strings(fields)
+	return fields
+}
+
+// printConfig writes the resolved settings as a YAML config file would hold
+// them; secrets are masked.
+func (lc loadedConfig) printConfig(w io.Writer) error {
+	doc := yaml.Node{Kind: yaml.MappingNode}
+	var err error
+	lc.fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "config" || f.Name == "print-config" {
+			return
+		}
+		v := f.Value.String()
+		if (f.Name == "api-token" || f.Name == "nats-password") && v != "" {
+			v = "********"
+		}
+		doc.Content = append(doc.Content,
+			&yaml.Node{Kind: yaml.ScalarNode, Value: f.Name},
+			&yaml.Node{Kind: yaml.ScalarNode, Value: v})
+	})
+	if lc.ConfigFile != "" {
+		fmt.Fprintf(w, "# resolved from %s, HANDOFF_* variables and flags\n", lc.ConfigFile)
+	}
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err = enc.Encode(&doc); err != nil {
+		return err
+	}
+	return enc.Close()
+}
+
+func agentUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `Usage: handoff agent [flags]
+
+Runs the sidecar next to one worker: it joins the group, serves the worker's
+HTTP API (see docs/api.md), keeps the member's local state, and hands tasks
+over warmly. With no --nats URL it starts an embedded NATS server, so
+  handoff agent --tasks 'orders-0..7' --member-id m1
+is a complete one-member group; more local agents join it with
+  --nats nats://127.0.0.1:4222 --member-id m2 --listen 127.0.0.1:7071 --data-dir data-m2
+
+On SIGTERM or SIGINT the agent leaves the group gracefully (its tasks are
+handed over, bounded by the leave timeout) and then exits; a second signal
+exits at once.
+
+Every flag can also be set as HANDOFF_<NAME> (e.g. HANDOFF_MEMBER_ID) or as a
+key of the --config YAML file; flags win over the environment, which wins
+over the file. The group settings (tasks through stable-max-wait) are stored
+with the group when it is created; later members must agree with the ones
+they set (see 'handoff group').
+
+Flags:
+`)
+	fs.PrintDefaults()
+}
+
+// durationOr returns d, or def if d is zero.
+func durationOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

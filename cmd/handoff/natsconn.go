@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+)
+
+// connect dials the NATS server named by n with its credentials and TLS
+// settings. The connection reconnects forever: the agent rides out a NATS
+// restart.
+func connect(n nats, name string, log zerolog.Logger) (*natsgo.Conn, error) {
+	opts := []natsgo.Option{
+		natsgo.Name(name),
+		natsgo.MaxReconnects(-1),
+		natsgo.ReconnectWait(250 * time.Millisecond),
+		natsgo.RetryOnFailedConnect(false),
+		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
+			if err != nil {
+				log.Warn().Err(err).Msg("disconnected from NATS; reconnecting")
+			}
+		}),
+		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
+			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
+		}),
+	}
+	opts = append(opts, n.options()...)
+	nc, err := natsgo.Connect(n.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach NATS at %s: %w (is the server running and the URL right? leave --nats empty to run an embedded server)", n.URL, err)
+	}
+	return nc, nil
+}
+
+// options are the authentication and TLS options of n.
+func (n nats) options() []natsgo.Option {
+	var opts []natsgo.Option
+	if n.Creds != "" {
+		opts = append(opts, natsgo.UserCredentials(n.Creds))
+	}
+	if n.User != "" {
+		opts = append(opts, natsgo.UserInfo(n.User, n.Password))
+	}
+	if n.TLSCA != "" {
+		opts = append(opts, natsgo.RootCAs(n.TLSCA))
+	}
+	if n.TLSCert != "" {
+		opts = append(opts, natsgo.ClientCert(n.TLSCert, n.TLSKey))
+	}
+	return opts
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+func init() {
+	register("status", "show the group at a glance: leader, members, tasks, learners", runStatus)
+}
+
+func runStatus(ctx context.Context, args []string, e *env) error {
+	var cf clientFlags
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(e.stdout)
+	cf.register(fs)
+	watch := fs.Bool("watch", false, "redraw every second until interrupted")
+	asJSON := fs.Bool("json", false, "print the group as JSON (one object per redraw with --watch)")
+	fs.Usage = func() {
+		fmt.Fprint(e.stdout, "Usage: handoff status [--group NAME] [--nats URL] [--watch] [--json]\n\n"+
+			"Reads the group from NATS: leader, generation, members and their states,\n"+
+			"tasks per member, and learners with progress and ETA.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	nc, err := connect(cf.nats, "handoff-status", zerolog.Nop())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, agent.BucketName(cf.group))
+	if err != nil {
+		return fmt.Errorf("open group %q on %s: %w (has an agent of this group started?)", cf.group, cf.nats.URL, err)
+	}
+	book := newProgressCollector()
+	stop, err := agent.WatchProgress(nc, cf.group, book.add)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	// Learners report once a second: listen that long before the first view.
+	if !sleepOrDone(ctx, 1100*time.Millisecond) {
+		return nil
+	}
+	for {
+		gv, err := agent.ReadGroup(ctx, kv, cf.group, book.recent(3*time.Second))
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if err := json.NewEncoder(e.stdout).Encode(gv); err != nil {
+				return err
+			}
+		} else {
+			if *watch {
+				fmt.Fprint(e.stdout, "\033[H\033[2J")
+			}
+			renderGroup(e.stdout, gv, time.Now())
+		}
+		if !*watch || !sleepOrDone(ctx, time.Second) {
+			return nil
+		}
+	}
+}
+
+// progressCollector keeps the latest report of each learner.
+type progressCollector struct {
+	mu sync.Mutex
+	m  map[string]httpapi.LearnerProgress
+}
+
+func newProgressCollector() *progressCollector {
+	return &progressCollector{m: map[string]httpapi.LearnerProgress{}}
+}
+
+func (c *progressCollector) add(p httpapi.LearnerProgress) {
+	c.mu.Lock()
+	c.m[p.Task+"/"+p.Member] = p
+	c.mu.Unlock()
+}
+
+func (c *progressCollector) recent(maxAge time.Duration) []httpapi.LearnerProgress {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []httpapi.LearnerProgress
+	for k, p := range c.m {
+		if time.Since(p.Updated) > maxAge {
+			delete(c.m, k)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// renderGroup draws the group for people.
+func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
+	stateful := 0
+	for _, t := range gv.Tasks {
+		if t.Stateful {
+			stateful++
+		}
+	}
+	leader := gv.Leader
+	if leader == "" {
+		leader = "(none: election in progress)"
+	}
+	fmt.Fprintf(w, "group %s · generation %d · leader %s · %d members · %d tasks (%d stateful, %d stateless)\n\n",
+		gv.Group, gv.Generation, leader, len(gv.Members), len(gv.Tasks), stateful, len(gv.Tasks)-stateful)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tSTATE\tACTIVE\tLEARNING\tSTANDBY\tZONE\tADDR")
+	for _, m := range gv.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", m.ID, m.State, len(m.Active), len(m.Learning), len(m.Standby), dash(m.Zone), dash(m.Addr))
+	}
+	tw.Flush()
+
+	var moving []httpapi.GroupTask
+	for _, t := range gv.Tasks {
+		if len(t.Learners) > 0 || t.Revoking != "" {
+			moving = append(moving, t)
+		}
+	}
+	learners := map[string]httpapi.LearnerProgress{}
+	for _, p := range gv.Progress {
+		learners[p.Task+"/"+p.Member] = p
+	}
+	if len(moving) > 0 {
+		fmt.Fprintln(w, "\nMOVES IN FLIGHT")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TASK\tFROM\tTO\tPHASE\tPROGRESS\tLAG\tRATE\tETA")
+		for _, t := range moving {
+			for _, l := range t.Learners {
+				p, ok := learners[t.ID+"/"+l]
+				phase := "learning"
+				if t.Revoking == l {
+					phase = "revoking"
+				}
+				if !ok {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t-\t-\t-\n", t.ID, dash(t.Active), l, phase, bar(0, false))
+					continue
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, dash(t.Active), l, phase,
+					bar(progressFraction(p), true), p.Lag, rate(p.Rate), eta(p))
+			}
+			if t.Revoking != "" && !contains(t.Learners, t.Revoking) {
+				fmt.Fprintf(tw, "%s\t%s\t%s\trevoking\t%s\t-\t-\t-\n", t.ID, dash(t.Active), t.Revoking, bar(1, true))
+			}
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(w, "\nTASKS BY MEMBER")
+	byMember := map[string][]string{}
+	for _, t := range gv.Tasks {
+		owner := t.Active
+		if owner == "" {
+			owner = "(unassigned)"
+		}
+		name := t.ID
+		if !t.Stateful {
+			name += "*"
+		}
+		byMember[owner] = append(byMember[owner], name)
+	}
+	owners := make([]string, 0, len(byMember))
+	for o := range byMember {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	for _, o := range owners {
+		fmt.Fprintf(w, "  %-12s %s\n", o, strings.Join(byMember[o], " "))
+	}
+	fmt.Fprintf(w, "  (* stateless)   %s\n", now.Format(time.TimeOnly))
+}
+
+// progressFraction is how much of its restore a learner has done.
+func progressFraction(p httpapi.LearnerProgress) float64 {
+	if p.Lag == 0 {
+		return 1
+	}
+	done := float64(p.Replayed)
+	return done / (done + float64(p.Lag))
+}
+
+func bar(f float64, known bool) string {
+	const width = 20
+	if !known {
+		return "[" + strings.Repeat("?", width) + "]"
+	}
+	n := int(f*width + 0.5)
+	return fmt.Sprintf("[%s%s] %3.0f%%", strings.Repeat("#", n), strings.Repeat("-", width-n), f*100)
+}
+
+func rate(r float64) string {
+	switch {
+	case r >= 1e6:
+		return fmt.Sprintf("%.1fM/s", r/1e6)
+	case r >= 1e3:
+		return fmt.Sprintf("%.1fk/s", r/1e3)
+	default:
+		return fmt.Sprintf("%.0f/s", r)
+	}
+}
+
+func eta(p httpapi.LearnerProgress) string {
+	if p.Lag == 0 {
+		return "caught up"
+	}
+	if p.ETA <= 0 {
+		return "?"
+	}
+	return p.ETA.Round(100 * time.Millisecond).String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// sleepOrDone waits d unless ctx ends first; it reports whether d passed.
+func sleepOrDone(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

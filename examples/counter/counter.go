@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/handoffhq/handoff/client"
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// maxKeyBytes is the agent's default key limit; longer keys are skipped
+// (a commit with one would be refused and the task would never progress).
+const maxKeyBytes = httpapi.DefaultMaxKeyBytes
+
+// counter is the worker. process runs once per active task (client.Run
+// calls it in a goroutine per task); the rest is shared and read-only.
+type counter struct {
+	js       jetstream.JetStream
+	stream   string
+	group    string
+	batch    int
+	maxDelay time.Duration
+	events   *eventLog
+	log      zerolog.Logger
+}
+
+// pending is the part of a task's input read but not yet committed.
+type pending struct {
+	adds    map[string]uint64 // key → occurrences in this batch
+	records int               // messages in this batch
+	lastSeq uint64            // input sequence of the batch's last message
+	first   time.Time         // when the batch's first message was read
+}
+
+// process counts one task's input until the task is stopped. It is a
+// client.TaskFunc: when ctx ends it commits what it has read and returns.
+func (w *counter) process(ctx context.Context, t client.Task) error {
+	from, err := decodeCheckpoint(t.Checkpoint)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	log := w.log.With().Str("task", t.ID).Uint64("epoch", t.Epoch).Logger()
+	subject := "input." + w.group + "." + t.ID
+	cons, err := w.js.OrderedConsumer(ctx, w.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("consume %s from seq %d: %w", subject, from+1, err)
+	}
+	msgs, err := cons.Messages(jetstream.PullMaxMessages(2 * w.batch))
+	if err != nil {
+		return fmt.Errorf("consume %s from seq %d: %w", subject, from+1, err)
+	}
+	defer msgs.Stop()
+
+	// counts caches the committed count of each key seen since this task
+	// started here. It starts empty: after a hand-over the counts are in
+	// the sidecar's state, not here, and are read there on first use.
+	counts := map[string]uint64{}
+	p := pending{adds: map[string]uint64{}}
+	for {
+		msg, err := w.next(ctx, msgs, &p)
+		switch {
+		case ctx.Err() != nil:
+			// Revoked, moved or shutting down: the final commit. Task's
+			// methods still work although ctx has ended.
+			return w.commit(ctx, t, counts, &p)
+		case errors.Is(err, context.DeadlineExceeded):
+			if err := w.commit(ctx, t, counts, &p); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("read %s: %w", subject, err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", subject, err)
+		}
+		p.add(msg.Data(), meta.Sequence.Stream, log)
+		if p.records >= w.batch {
+			if err := w.commit(ctx, t, counts, &p); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// next waits for the next message; once the batch holds a message, only
+// until the batch is due (context.DeadlineExceeded then).
+func (w *counter) next(ctx context.Context, msgs jetstream.MessagesContext, p *pending) (jetstream.Msg, error) {
+	if p.records == 0 {
+		return msgs.Next(jetstream.NextContext(ctx))
+	}
+	due, cancel := context.WithDeadline(ctx, p.first.Add(w.maxDelay))
+	defer cancel()
+	return msgs.Next(jetstream.NextContext(due))
+}
+
+func (p *pending) add(key []byte, seq uint64, log zerolog.Logger) {
+	if p.records == 0 {
+		p.first = time.Now()
+	}
+	p.records++
+	p.lastSeq = seq
+	if len(key) == 0 || len(key) > maxKeyBytes {
+		log.Warn().Uint64("seq", seq).Int("bytes", len(key)).Msg("skipping a message whose key is empty or too long")
+		return
+	}
+	p.adds[string(key)]++
+}
+
+// commit writes the new counts of the batch's keys and the batch's last
+// sequence as the checkpoint, in one commit, then starts a new batch. The
+// cache is updated only once the commit is acknowledged.
+func (w *counter) commit(ctx context.Context, t client.Task, counts map[string]uint64, p *pending) error {
+	if p.records == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(p.adds))
+	for k := range p.adds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	next := make(map[string]uint64, len(keys))
+	puts := make([]httpapi.KV, 0, len(keys))
+	for _, k := range keys {
+		cur, ok := counts[k]
+		if !ok {
+			var err error
+			if cur, err = readCount(ctx, t, k); err != nil {
+				return err
+			}
+		}
+		next[k] = cur + p.adds[k]
+		puts = append(puts, httpapi.KV{Key: []byte(k), Value: strconv.AppendUint(nil, next[k], 10)})
+	}
+	res, err := t.Commit(ctx, puts, nil, encodeCheckpoint(p.lastSeq))
+	if err != nil {
+		return err // client.Run stops the task on not_owner and restarts it otherwise
+	}
+	for k, n := range next {
+		counts[k] = n
+	}
+	w.events.write("commit", map[string]any{"task": t.ID, "epoch": t.Epoch, "seq": res.Seq, "checkpoint": p.lastSeq, "records": p.records})
+	*p = pending{adds: map[string]uint64{}}
+	return nil
+}
+
+// readCount reads a key's committed count from the sidecar (0 if none).
+func readCount(ctx context.Context, t client.Task, key string) (uint64, error) {
+	v, err := t.Get(ctx, []byte(key))
+	if errors.Is(err, client.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read count of %q in task %s: %w", key, t.ID, err)
+	}
+	n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("count of %q in task %s is %q, not a decimal number: %w", key, t.ID, v, err)
+	}
+	return n, nil
+}
+
+// The checkpoint is the input stream sequence of the last committed
+// message, 8 bytes big-endian; none means the task has consumed nothing.
+func encodeCheckpoint(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+func decodeCheckpoint(b []byte) (uint64, error) {
+	switch len(b) {
+	case 0:
+		return 0, nil
+	case 8:
+		return binary.BigEndian.Uint64(b), nil
+	}
+	return 0, fmt.Errorf("checkpoint is %d bytes, want the 8-byte input sequence this worker writes (was the task processed by another program?)", len(b))
+}
+
+// onEvent writes the runner's events to the event log.
+func (w *counter) onEvent(ev client.Event) {
+	switch ev.Type {
+	case client.EventStart, client.EventStop:
+		seq, _ := decodeCheckpoint(ev.Checkpoint)
+		w.events.writeAt(ev.Time, string(ev.Type), map[string]any{"task": ev.Task, "epoch": ev.Epoch, "checkpoint": seq})
+	case client.EventRelease:
+		w.events.writeAt(ev.Time, "release", map[string]any{"task": ev.Task, "epoch": ev.Epoch, "seq": ev.Seq})
+	case client.EventRefused:
+		w.events.writeAt(ev.Time, "refused", map[string]any{"task": ev.Task, "code": ev.Code})
+	case client.EventRestart:
+		w.events.writeAt(ev.Time, "restart", map[string]any{"task": ev.Task, "epoch": ev.Epoch, "error": ev.Err.Error()})
+	case client.EventShutdown:
+		w.events.writeAt(ev.Time, "shutdown", nil)
+	}
+}

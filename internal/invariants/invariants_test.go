@@ -1,0 +1,54 @@
+package invariants
+
+import (
+	"testing"
+
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+func rec(seq uint64, kind changelog.Kind, epoch uint64, puts ...string) Record {
+	e := changelog.Entry{Kind: kind, Epoch: epoch}
+	for i := 0; i+1 < len(puts); i += 2 {
+		e.Puts = append(e.Puts, statestore.KV{Key: []byte(puts[i]), Value: []byte(puts[i+1])})
+	}
+	return Record{Seq: seq, Entry: e}
+}
+
+func TestCheckChain(t *testing.T) {
+	const m, c = changelog.KindEpoch, changelog.KindCommit
+	tests := []struct {
+		name       string
+		recs       []Record
+		violations int
+	}{
+		{"empty", nil, 0},
+		{"one owner", []Record{rec(1, m, 1), rec(2, c, 1), rec(5, c, 1)}, 0},
+		{"handover", []Record{rec(1, m, 1), rec(2, c, 1), rec(3, m, 2), rec(4, c, 2)}, 0},
+		{"same owner restarted", []Record{rec(1, m, 1), rec(2, c, 1), rec(3, m, 1), rec(4, c, 1)}, 0},
+		{"stale commit after handover", []Record{rec(1, m, 1), rec(2, m, 2), rec(3, c, 1)}, 1},
+		{"commit before marker", []Record{rec(1, c, 1)}, 1},
+		{"epoch goes down", []Record{rec(1, m, 2), rec(2, m, 1)}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := CheckChain("t", tt.recs)
+			if len(got.Violations) != tt.violations {
+				t.Errorf("CheckChain(%s) violations = %v, want %d", tt.name, got.Violations, tt.violations)
+			}
+		})
+	}
+}
+
+func TestReplayAndMissingAcks(t *testing.T) {
+	recs := []Record{rec(1, changelog.KindEpoch, 1), rec(2, changelog.KindCommit, 1, "a", "1"), rec(4, changelog.KindCommit, 1, "a", "2", "b", "1")}
+	s := Replay(recs)
+	if string(s.Data["a"]) != "2" || string(s.Data["b"]) != "1" || s.LastSeq != 4 {
+		t.Errorf("Replay = %+v, want a=2 b=1 last 4", s)
+	}
+	acks := []Acked{{Task: "t", Seq: 2, Epoch: 1}, {Task: "t", Seq: 3, Epoch: 1}, {Task: "t", Seq: 4, Epoch: 2}}
+	missing := MissingAcks(recs, acks)
+	if len(missing) != 2 || missing[0].Seq != 3 || missing[1].Seq != 4 {
+		t.Errorf("MissingAcks = %+v, want seqs 3 (absent) and 4 (wrong epoch)", missing)
+	}
+}
