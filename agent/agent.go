@@ -92,7 +92,10 @@ type Agent struct {
 
 	leading    atomic.Bool
 	leaderKick chan struct{}
-	hbKick     chan struct{}
+	// awaiting holds the learners the leader waits on to catch up; a
+	// report from one of them that has caught up wakes the leader.
+	awaiting atomic.Pointer[map[pairKey]bool]
+	hbKick   chan struct{}
 
 	// bg owns the per-task goroutines (restores, activations).
 	bg     sync.WaitGroup
@@ -147,7 +150,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		leaderKick:  make(chan struct{}, 1),
 		hbKick:      make(chan struct{}, 1),
 	}
-	a.progress = newProgressBook(a.kickLeader)
+	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -224,7 +227,6 @@ func (a *Agent) setConfig(cfg assign.Config) error {
 	a.cfgMu.Lock()
 	a.cfg, a.kinds = cfg, kinds
 	a.cfgMu.Unlock()
-	a.progress.setAcceptable(cfg.AcceptableLag)
 	return nil
 }
 
@@ -247,6 +249,16 @@ func (a *Agent) kickLeader() {
 	case a.leaderKick <- struct{}{}:
 	default:
 	}
+}
+
+// onReport wakes the leader when a learner it waits on reports a lag within
+// the acceptable lag.
+func (a *Agent) onReport(p progressMsg) {
+	w := a.awaiting.Load()
+	if w == nil || !(*w)[pairKey{p.Task, p.Member}] || p.Lag > a.config().AcceptableLag {
+		return
+	}
+	a.kickLeader()
 }
 
 // kickHeartbeat makes the heartbeat loop publish the member record now.

@@ -70,10 +70,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	seq, err := a.clog.Append(ctx, id, t.lastSeq, e)
 	switch {
 	case errors.Is(err, changelog.ErrFenced):
-		t.lost, t.ready = true, false
-		a.metrics.fenced.Inc()
-		a.viewChanged()
-		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s was taken over by another member (the changelog moved past seq %d); stop it", httpapi.ErrNotOwner, id, t.lastSeq)
+		return httpapi.CommitResult{}, a.fencedCommit(ctx, t)
 	case errors.Is(err, changelog.ErrTooLarge):
 		return httpapi.CommitResult{}, fmt.Errorf("%w: %v; split the commit", httpapi.ErrTooLarge, err)
 	case err != nil:
@@ -93,6 +90,34 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))
 	a.metrics.commitSeconds.Observe(time.Since(t0).Seconds())
 	return httpapi.CommitResult{Task: id, Seq: seq, Epoch: t.epoch}, nil
+}
+
+// fencedCommit handles a commit whose append was fenced. Either another
+// member took the task over (its epoch marker is in the changelog), or an
+// earlier append of this owner landed although its acknowledgement was lost
+// (a NATS restart or a timeout): then the store catches up with it and the
+// worker is told to resume from the checkpoint, which includes it, so that
+// nothing is applied twice. Callers hold t.mu.
+func (a *Agent) fencedCommit(ctx context.Context, t *task) error {
+	if err := a.catchUp(ctx, t); err != nil {
+		return fmt.Errorf("%w: commit of %s conflicted and the changelog could not be read (%v); retry", httpapi.ErrUnavailable, t.id, err)
+	}
+	meta, _, err := a.store.Meta(t.id)
+	if err != nil {
+		return fmt.Errorf("%w: read meta of %s: %v", httpapi.ErrUnavailable, t.id, err)
+	}
+	if meta.Epoch == t.epoch {
+		t.lastSeq = meta.Applied
+		t.applied.Store(meta.Applied)
+		a.viewChanged()
+		a.log.Warn().Str(fTask, t.id).Uint64(fSeq, meta.Applied).Msg("an earlier commit landed without its acknowledgement; the worker resumes from the checkpoint")
+		return fmt.Errorf("%w: an earlier commit of task %s reached the changelog although its acknowledgement was lost; "+
+			"nothing of this commit was applied: resume the task from the checkpoint in /assignment", httpapi.ErrUnavailable, t.id)
+	}
+	t.lost, t.ready = true, false
+	a.metrics.fenced.Inc()
+	a.viewChanged()
+	return fmt.Errorf("%w: task %s was taken over by another member (epoch %d replaced %d); stop it", httpapi.ErrNotOwner, t.id, meta.Epoch, t.epoch)
 }
 
 // Release implements httpapi.Backend: the worker stopped a revoked task.

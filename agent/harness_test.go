@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent"
@@ -29,6 +30,8 @@ type cluster struct {
 	members map[string]*member
 	kv      jetstream.KeyValue
 	js      jetstream.JetStream
+	// registry, if set, gives members their metrics registries.
+	registry map[string]*prometheus.Registry
 }
 
 // member is one running agent with its own NATS connection and store.
@@ -91,8 +94,12 @@ func (c *cluster) start(id string) *member {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var reg prometheus.Registerer
+	if r := c.registry[id]; r != nil {
+		reg = r
+	}
 	m.a, err = agent.Open(ctx, m.nc, m.store, agent.Options{
-		Group: c.group, MemberID: id, Config: c.cfg, Logger: c.logger(id),
+		Group: c.group, MemberID: id, Config: c.cfg, Logger: c.logger(id), Registerer: reg,
 	})
 	if err != nil {
 		c.t.Fatalf("open agent %s: %v", id, err)
@@ -249,3 +256,5 @@ func (c *cluster) leader() (string, error) {
 	}
 	return gv.Leader, nil
 }
+
+func cfgDuration(d time.Duration) assign.Duration { return assign.Duration(d) }

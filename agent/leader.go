@@ -22,6 +22,9 @@ type leaderState struct {
 	// entry, so that unchanged entries are not rewritten.
 	entries map[string]publishedEntry
 	members map[string]memberRecord
+	// since holds, for each learner and standby, the generation from
+	// which it has held that role: only its reports from then on count.
+	since map[pairKey]uint64
 }
 
 type publishedEntry struct {
@@ -47,6 +50,8 @@ func (a *Agent) lead(ctx context.Context, l *lease) error {
 	if err := readInitialMembers(ctx, mw, st.members); err != nil {
 		return err
 	}
+	st.track()
+	a.awaiting.Store(st.awaiting())
 	a.log.Info().Uint64(fGeneration, st.current.Generation).Int("members", len(st.members)).Msg("leading")
 
 	var deadline *time.Timer
@@ -126,7 +131,7 @@ func (a *Agent) planAndPublish(ctx context.Context, l *lease, st *leaderState) (
 		Now:     time.Now(),
 		Members: members,
 		Current: st.current,
-		Lags:    a.progress.lags(),
+		Lags:    a.progress.lags(st.since),
 	}
 	t0 := time.Now()
 	res := assign.Plan(in)
@@ -142,7 +147,48 @@ func (a *Agent) planAndPublish(ctx context.Context, l *lease, st *leaderState) (
 			Str("reason", m.Reason).Uint64(fGeneration, res.Assignment.Generation).Msg("plan")
 	}
 	st.current = res.Assignment
+	st.track()
+	a.awaiting.Store(st.awaiting())
 	return res.NextDeadline, nil
+}
+
+// track records from which generation each learner and standby of the
+// current assignment has held its role.
+func (st *leaderState) track() {
+	now := map[pairKey]bool{}
+	for id, t := range st.current.Tasks {
+		for _, l := range t.Learners {
+			now[pairKey{id, l.Member}] = true
+		}
+		for _, s := range t.Standbys {
+			now[pairKey{id, s}] = true
+		}
+	}
+	for k := range st.since {
+		if !now[k] {
+			delete(st.since, k)
+		}
+	}
+	for k := range now {
+		if _, ok := st.since[k]; !ok {
+			st.since[k] = st.current.Generation
+		}
+	}
+}
+
+// awaiting is the set of learners whose catching up would change the plan:
+// those of tasks not yet being revoked.
+func (st *leaderState) awaiting() *map[pairKey]bool {
+	w := map[pairKey]bool{}
+	for id, t := range st.current.Tasks {
+		if t.Revoke != nil {
+			continue
+		}
+		for _, l := range t.Learners {
+			w[pairKey{id, l.Member}] = true
+		}
+	}
+	return &w
 }
 
 // publish writes the changed member entries and then the generation record,
@@ -265,7 +311,7 @@ func mergeAssignment(g genRecord, entries map[string]memberEntry) assign.Assignm
 
 // loadLeaderState reads the last published generation and its entries.
 func (a *Agent) loadLeaderState(ctx context.Context) (*leaderState, error) {
-	st := &leaderState{entries: map[string]publishedEntry{}, members: map[string]memberRecord{}}
+	st := &leaderState{entries: map[string]publishedEntry{}, members: map[string]memberRecord{}, since: map[pairKey]uint64{}}
 	g, ok, err := readGen(ctx, a.kv)
 	if err != nil {
 		return nil, err

@@ -13,28 +13,20 @@ import (
 )
 
 // progressBook keeps the latest progress of every learner and standby in
-// the group, as published over core NATS. It wakes the leader when a
-// learner crosses the acceptable lag, which is what a plan waits for.
+// the group, as published over core NATS, and passes every report to
+// onReport (the leader decides whether it can change a plan).
 type progressBook struct {
-	onCross func()
+	onReport func(progressMsg)
 
-	mu         sync.Mutex
-	byTask     map[string]map[string]progressMsg
-	acceptable uint64
+	mu     sync.Mutex
+	byTask map[string]map[string]progressMsg
 }
 
-func newProgressBook(onCross func()) *progressBook {
-	return &progressBook{onCross: onCross, byTask: map[string]map[string]progressMsg{}}
+func newProgressBook(onReport func(progressMsg)) *progressBook {
+	return &progressBook{onReport: onReport, byTask: map[string]map[string]progressMsg{}}
 }
 
-func (b *progressBook) setAcceptable(lag uint64) {
-	b.mu.Lock()
-	b.acceptable = lag
-	b.mu.Unlock()
-}
-
-// add records p and reports whether it crossed the acceptable lag either
-// way (or is the first report of its learner).
+// add records p.
 func (b *progressBook) add(p progressMsg) {
 	b.mu.Lock()
 	m, ok := b.byTask[p.Task]
@@ -42,26 +34,32 @@ func (b *progressBook) add(p progressMsg) {
 		m = map[string]progressMsg{}
 		b.byTask[p.Task] = m
 	}
-	old, had := m[p.Member]
 	m[p.Member] = p
-	crossed := !had || (old.Lag <= b.acceptable) != (p.Lag <= b.acceptable)
 	b.mu.Unlock()
-	if crossed {
-		b.onCross()
-	}
+	b.onReport(p)
 }
 
-// lags returns task -> member -> lag for the assignor.
-func (b *progressBook) lags() map[string]map[string]uint64 {
+// lags returns task -> member -> lag for the assignor, counting only
+// reports made at or after the generation from which each pair has been
+// learning (since), so that a report from an earlier stint of a learner
+// never promotes it.
+func (b *progressBook) lags(since map[pairKey]uint64) map[string]map[string]uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make(map[string]map[string]uint64, len(b.byTask))
 	for task, m := range b.byTask {
-		lm := make(map[string]uint64, len(m))
 		for member, p := range m {
+			g, ok := since[pairKey{task, member}]
+			if !ok || p.Generation < g {
+				continue
+			}
+			lm, ok := out[task]
+			if !ok {
+				lm = map[string]uint64{}
+				out[task] = lm
+			}
 			lm[member] = p.Lag
 		}
-		out[task] = lm
 	}
 	return out
 }

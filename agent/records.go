@@ -109,4 +109,10 @@ type progressMsg struct {
 	Rate     float64       `json:"rate"`
 	ETA      time.Duration `json:"eta"`
 	At       time.Time     `json:"at"`
+	// Generation is the generation the member had applied when it
+	// reported.
+	Generation uint64 `json:"generation"`
 }
+
+// pairKey names a task on a member.
+type pairKey struct{ task, member string }

@@ -223,25 +223,33 @@ func (a *Agent) markLost(t *task, epoch, logEpoch uint64) {
 }
 
 // onProgress records a restore's progress and publishes it for the leader.
+// A task that has left this member reports nothing more.
 func (a *Agent) onProgress(t *task, p restore.Progress) {
 	t.applied.Store(p.Applied)
 	t.lag.Store(p.LagMsgs)
 	t.mu.Lock()
 	role := t.role
 	t.mu.Unlock()
+	if role == "" {
+		return
+	}
 	a.metrics.learnerLag.WithLabelValues(t.id).Set(float64(p.LagMsgs))
 	a.metrics.restoreRate.WithLabelValues(t.id).Set(p.Rate)
+	a.mu.Lock()
+	gen := a.generation
+	a.mu.Unlock()
 	a.publishProgress(progressMsg{
-		Member:   a.opts.MemberID,
-		Task:     t.id,
-		Role:     role,
-		Applied:  p.Applied,
-		End:      p.End,
-		Lag:      p.LagMsgs,
-		LagBytes: p.LagBytes,
-		Replayed: p.Replayed,
-		Rate:     p.Rate,
-		ETA:      p.ETA,
-		At:       time.Now(),
+		Member:     a.opts.MemberID,
+		Task:       t.id,
+		Role:       role,
+		Applied:    p.Applied,
+		End:        p.End,
+		Lag:        p.LagMsgs,
+		LagBytes:   p.LagBytes,
+		Replayed:   p.Replayed,
+		Rate:       p.Rate,
+		ETA:        p.ETA,
+		At:         time.Now(),
+		Generation: gen,
 	})
 }

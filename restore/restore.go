@@ -2,3 +2,202 @@
 // store's applied sequence to the end, or on and on while the member is a
 // learner or a standby (tailing), reporting its progress as it goes.
 package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBatchBytes    = 4 << 20
+	DefaultPullMaxBytes     = 16 << 20
+	DefaultProgressInterval = 250 * time.Millisecond
+	// MaxFlushDelay bounds how long an applied-to-be message waits in the
+	// batch: a tailer's store trails the changelog by at most this much.
+	MaxFlushDelay = 20 * time.Millisecond
+)
+
+// Log field names.
+const (
+	logTask = "task"
+	logSeq  = "seq"
+)
+
+// ErrStopped is wrapped by WaitApplied's error when Run returned without
+// error before reaching the sequence.
+var ErrStopped = errors.New("restore: replayer stopped")
+
+// Options configure a Replayer.
+type Options struct {
+	Task string
+	// Tail keeps Run following the subject after it reached its end, as a
+	// learner or a standby does, until its context ends.
+	Tail bool
+	// MaxBatchBytes is how many bytes of changelog messages Run gathers
+	// into one store batch before it applies them; 0 means
+	// DefaultMaxBatchBytes. Run also applies what it has when it reaches
+	// the end of the subject and at most MaxFlushDelay after a message came.
+	MaxBatchBytes int
+	// PullMaxBytes bounds, in bytes, what the consumer buffers; 0 means
+	// DefaultPullMaxBytes. A bound by message count would let large
+	// messages trip the server's slow-consumer limit. It must exceed the
+	// largest message (the server's max payload).
+	PullMaxBytes int
+	// ProgressInterval is the least time between two OnProgress calls,
+	// except that reaching the end and returning always report; 0 means
+	// DefaultProgressInterval.
+	ProgressInterval time.Duration
+	// OnProgress, if set, is called from Run's goroutine with Run's
+	// progress. It must not block long: Run waits for it.
+	OnProgress func(Progress)
+	Logger     zerolog.Logger
+}
+
+// Progress is how far a Replayer has come.
+type Progress struct {
+	Task string
+	// Applied is the stream sequence of the last message applied and
+	// flushed to the store; End the last sequence Run knows to be on the
+	// subject. End may trail the subject's true end while messages are
+	// still to come; LagMsgs is exact.
+	Applied, End uint64
+	// LagMsgs is how many messages are still to apply: exact as of the last
+	// message received (the server's pending count, plus what was received
+	// but not flushed). LagBytes estimates their size as the average size
+	// of the messages this run received times LagMsgs (0 before the first).
+	LagMsgs, LagBytes uint64
+	// Rate and ByteRate are messages and bytes applied per second over the
+	// last few seconds.
+	Rate, ByteRate float64
+	// Records counts puts and deletes applied by this run.
+	Records uint64
+	// Replayed and ReplayedBytes count messages and their bytes applied by
+	// this run.
+	Replayed, ReplayedBytes uint64
+	// ETA is LagMsgs at the current Rate; 0 when caught up or unknown.
+	ETA     time.Duration
+	Started time.Time
+	// CaughtUp is LagMsgs == 0 at the time of the report.
+	CaughtUp bool
+}
+
+// Replayer replays one task's changelog into a store. Run it once; its other
+// methods are safe from any goroutine.
+type Replayer struct {
+	log    *changelog.Log
+	store  *statestore.Store
+	opts   Options
+	logger zerolog.Logger
+
+	mu       sync.Mutex
+	progress Progress
+	changed  chan struct{} // closed and replaced when progress changes
+	running  bool
+	done     bool
+	runErr   error
+}
+
+// New returns a Replayer of opts.Task's changelog in log into store.
+func New(log *changelog.Log, store *statestore.Store, opts Options) *Replayer {
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if opts.PullMaxBytes <= 0 {
+		opts.PullMaxBytes = DefaultPullMaxBytes
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = DefaultProgressInterval
+	}
+	return &Replayer{
+		log:      log,
+		store:    store,
+		opts:     opts,
+		logger:   opts.Logger.With().Str(logTask, opts.Task).Logger(),
+		progress: Progress{Task: opts.Task},
+		changed:  make(chan struct{}),
+	}
+}
+
+// Progress returns the latest progress.
+func (r *Replayer) Progress() Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.progress
+}
+
+// WaitApplied returns nil once the store has applied (and flushed) the
+// task's changelog up to seq. It returns early with an error when Run has
+// returned first (wrapping Run's error, or ErrStopped), or with ctx.Err().
+func (r *Replayer) WaitApplied(ctx context.Context, seq uint64) error {
+	if m, _, err := r.store.Meta(r.opts.Task); err == nil && m.Applied >= seq {
+		return nil
+	}
+	for {
+		r.mu.Lock()
+		applied, changed, done, runErr := r.progress.Applied, r.changed, r.done, r.runErr
+		r.mu.Unlock()
+		if applied >= seq {
+			return nil
+		}
+		if done {
+			if runErr == nil {
+				runErr = ErrStopped
+			}
+			return fmt.Errorf("wait for task %s to apply seq %d: stopped at seq %d: %w", r.opts.Task, seq, applied, runErr)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// publish stores p as the latest progress and wakes waiters.
+func (r *Replayer) publish(p Progress) {
+	r.mu.Lock()
+	r.progress = p
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// Run replays the task's changelog from the store's applied sequence + 1.
+// Without Tail it returns nil once it has applied everything that was on the
+// subject when it reached the end; with Tail it keeps applying new messages
+// until ctx ends, then returns nil. A message that does not decode stops Run
+// with an error naming the task and sequence; nothing of it is applied, and
+// everything before it is. Cancelling ctx of a Run without Tail returns
+// ctx's error; what was received is applied first either way.
+func (r *Replayer) Run(ctx context.Context) (err error) {
+	r.mu.Lock()
+	if r.running {
+		r.mu.Unlock()
+		return fmt.Errorf("restore task %s: Run called twice", r.opts.Task)
+	}
+	r.running = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.done, r.runErr = true, err
+		close(r.changed)
+		r.changed = make(chan struct{})
+		r.mu.Unlock()
+	}()
+
+	run, err := r.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer run.stop()
+	return run.loop(ctx)
+}

@@ -20,6 +20,14 @@ var (
 	ErrNotFound = errors.New("statestore: key not found")
 	// ErrLocked is returned by Open when another process holds the directory.
 	ErrLocked = errors.New("statestore: data directory is in use by another process")
+	// ErrClosed is returned by every method of a closed Store.
+	ErrClosed = errors.New("statestore: store is closed")
+)
+
+// Scan limits.
+const (
+	DefaultScanLimit = 1000  // ScanOptions.Limit <= 0 means this many
+	MaxScanLimit     = 10000 // a larger ScanOptions.Limit is cut to this
 )
 
 // Options configure a Store.
@@ -28,8 +36,13 @@ type Options struct {
 	FS vfs.FS
 	// Sync makes every commit fsync Pebble's WAL. Off by default: the
 	// changelog is the source of truth and a member replays what a lost
-	// tail of its WAL held.
-	Sync   bool
+	// tail of its WAL held. Without Sync, Pebble keeps the newest commits
+	// in its own WAL buffer until a 32 KiB block fills, so even a killed
+	// process (not only a lost machine) loses that tail; the store stays
+	// consistent with its applied sequences either way.
+	Sync bool
+	// Logger receives Pebble's own messages: informational ones at debug
+	// level, errors at error level.
 	Logger zerolog.Logger
 }
 
@@ -63,5 +76,5 @@ type Meta struct {
 type ScanOptions struct {
 	Prefix []byte // only keys with this prefix
 	Start  []byte // only keys >= Start
-	Limit  int    // at most this many; <= 0 means a default of 1000
+	Limit  int    // at most this many; <= 0 means DefaultScanLimit, capped at MaxScanLimit
 }

@@ -1,0 +1,334 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/handoffhq/handoff/client"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/invariants"
+)
+
+// inputKey is the key of a task's i-th input item: the test's input is a
+// pure function of (task, index), so the exact final counts follow from the
+// checkpoint alone.
+func inputKey(task string, i uint64) string {
+	return "k" + strconv.FormatUint((i*7+uint64(len(task)))%5, 10)
+}
+
+// worker is an in-process worker: it runs client.Run against one agent's
+// API and counts its tasks' input, committing counts with the input
+// position as checkpoint.
+type worker struct {
+	t      *testing.T
+	id     string
+	srv    *httptest.Server
+	cancel context.CancelFunc
+	done   chan error
+
+	mu     sync.Mutex
+	events []client.Event
+	acks   []invariants.Acked
+}
+
+func (c *cluster) startWorker(id string) *worker {
+	m := c.members[id]
+	w := &worker{t: c.t, id: id, srv: httptest.NewServer(httpapi.New(m.a, httpapi.Options{}).Handler()), done: make(chan error, 1)}
+	c.t.Cleanup(w.srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	cl := client.New(w.srv.URL)
+	go func() {
+		w.done <- client.Run(ctx, cl, w.process, client.RunOptions{OnEvent: w.onEvent})
+	}()
+	c.t.Cleanup(w.stop)
+	return w
+}
+
+func (w *worker) stop() {
+	w.cancel()
+	<-w.done
+	w.done <- nil // later stops return at once
+}
+
+func (w *worker) onEvent(ev client.Event) {
+	w.mu.Lock()
+	w.events = append(w.events, ev)
+	w.mu.Unlock()
+}
+
+// process counts a task's input in batches of 10 items, about one batch
+// every 2ms, until stopped.
+func (w *worker) process(ctx context.Context, t client.Task) error {
+	var next uint64
+	if len(t.Checkpoint) == 8 {
+		next = binary.BigEndian.Uint64(t.Checkpoint)
+	}
+	counts := map[string]uint64{}
+	tick := time.NewTicker(2 * time.Millisecond) // the input's pace
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil // every batch is committed when it is made
+		case <-tick.C:
+		}
+		batch := map[string]uint64{}
+		for i := next; i < next+10; i++ {
+			k := inputKey(t.ID, i)
+			if _, ok := counts[k]; !ok {
+				v, err := t.Get(ctx, []byte(k))
+				switch {
+				case errors.Is(err, client.ErrNotFound):
+					counts[k] = 0
+				case err != nil:
+					return err
+				default:
+					n, _ := strconv.ParseUint(string(v), 10, 64)
+					counts[k] = n
+				}
+			}
+			counts[k]++
+			batch[k] = counts[k]
+		}
+		var puts []httpapi.KV
+		for k, v := range batch {
+			puts = append(puts, httpapi.KV{Key: []byte(k), Value: []byte(strconv.FormatUint(v, 10))})
+		}
+		res, err := t.Commit(ctx, puts, nil, binary.BigEndian.AppendUint64(nil, next+10))
+		if err != nil {
+			return err
+		}
+		next += 10
+		w.mu.Lock()
+		w.acks = append(w.acks, invariants.Acked{Task: t.ID, Seq: res.Seq, Epoch: res.Epoch})
+		w.mu.Unlock()
+	}
+}
+
+// running checks that the worker has started every task gv gives its
+// member, at the task's current epoch.
+func (w *worker) running(gv httpapi.GroupView) error {
+	events, _ := w.snapshot()
+	for _, t := range gv.Tasks {
+		if t.Active != w.id {
+			continue
+		}
+		started := false
+		for _, ev := range events {
+			if ev.Type == client.EventStart && ev.Task == t.ID && ev.Epoch == t.Epoch {
+				started = true
+			}
+		}
+		if !started {
+			return fmt.Errorf("worker %s has not started %s at epoch %d", w.id, t.ID, t.Epoch)
+		}
+	}
+	return nil
+}
+
+func (w *worker) snapshot() ([]client.Event, []invariants.Acked) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]client.Event(nil), w.events...), append([]invariants.Acked(nil), w.acks...)
+}
+
+// TestPlannedHandoffUnderLoad moves tasks to a new member and back while
+// workers commit continuously, and checks from the changelog that nothing
+// acknowledged was lost, no stale owner wrote, and the counts are exact.
+func TestPlannedHandoffUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-agent hand-off under load")
+	}
+	cfg := testConfig("orders-0..3", "")
+	cfg.ReleaseTimeout = cfgDuration(30 * time.Second) // every move must be a real release
+	c := newCluster(t, cfg)
+	reg := prometheus.NewRegistry()
+	c.registry = map[string]*prometheus.Registry{"m1": prometheus.NewRegistry(), "m2": reg}
+	c.start("m1")
+	w1 := c.startWorker("m1")
+	waitFor(t, 20*time.Second, "m1 owning everything and committing", func() error {
+		_, acks := w1.snapshot()
+		if len(acks) < 40 {
+			return fmt.Errorf("%d commits so far", len(acks))
+		}
+		return balanced(c.view(), "m1")
+	})
+
+	// Scale up: half the tasks move to m2 through learners.
+	c.start("m2")
+	w2 := c.startWorker("m2")
+	waitFor(t, 30*time.Second, "tasks moved to m2", func() error {
+		gv := c.view()
+		if err := balanced(gv, "m1", "m2"); err != nil {
+			return err
+		}
+		return c.activeEverywhere(gv)
+	})
+	waitFor(t, 10*time.Second, "m2 committing", func() error {
+		if _, acks := w2.snapshot(); len(acks) < 20 {
+			return fmt.Errorf("%d commits on m2", len(acks))
+		}
+		return nil
+	})
+
+	// Leave: m2 hands everything back and is told to shut down.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.members["m2"].a.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.members["m2"].a.WaitDone(ctx); err != nil {
+		t.Fatalf("m2 not done after leave: %v", err)
+	}
+	select {
+	case err := <-w2.done:
+		if err != nil {
+			t.Fatalf("worker 2: %v", err)
+		}
+		w2.done <- nil
+	case <-ctx.Done():
+		t.Fatal("worker 2 did not exit after shutdown")
+	}
+	waitFor(t, 20*time.Second, "everything back on m1 and running in its worker", func() error {
+		gv := c.view()
+		if err := balanced(gv, "m1"); err != nil {
+			return err
+		}
+		return w1.running(gv)
+	})
+	w1.stop()
+
+	ev1, acks1 := w1.snapshot()
+	ev2, acks2 := w2.snapshot()
+	acks := append(acks1, acks2...)
+	events := append(ev1, ev2...)
+	checkChangelog(t, c, []string{"orders-0", "orders-1", "orders-2", "orders-3"}, acks, events)
+
+	// Every planned move recorded its pause: the worker-side pause (release
+	// to the next owner's start) and the agent's histogram.
+	pauses := handoffPauses(events)
+	if len(pauses) < 4 {
+		t.Errorf("recorded %d hand-off pauses, want at least 4 (2 moves out, 2 back)", len(pauses))
+		for _, ev := range events {
+			if ev.Type != client.EventStart && ev.Type != client.EventRelease && ev.Type != client.EventStop {
+				continue
+			}
+			t.Logf("event %s %s %s epoch %d seq %d", ev.Time.Format("15:04:05.000000"), ev.Type, ev.Task, ev.Epoch, ev.Seq)
+		}
+	}
+	for _, p := range pauses {
+		t.Logf("hand-off pause %s", p)
+	}
+	if n := histogramCount(t, reg, "handoff_handoff_pause_seconds"); n < 2 {
+		t.Errorf("m2 recorded %d hand-off pauses in its histogram, want at least 2", n)
+	}
+}
+
+// checkChangelog verifies the invariants of each task from its changelog.
+func checkChangelog(t *testing.T, c *cluster, tasks []string, acks []invariants.Acked, events []client.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	markers := 0
+	byTask := map[string][]invariants.Acked{}
+	for _, a := range acks {
+		byTask[a.Task] = append(byTask[a.Task], a)
+	}
+	for _, task := range tasks {
+		recs, err := invariants.ReadTask(ctx, c.js, c.group, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain := invariants.CheckChain(task, recs)
+		for _, v := range chain.Violations {
+			t.Errorf("%s: %s", task, v)
+		}
+		if missing := invariants.MissingAcks(recs, byTask[task]); len(missing) > 0 {
+			t.Errorf("%s: %d acknowledged commits missing from the changelog: %v", task, len(missing), missing)
+		}
+		// After a release at (epoch, seq), the old owner's epoch never
+		// writes again.
+		for _, ev := range events {
+			if ev.Type != client.EventRelease || ev.Task != task {
+				continue
+			}
+			for _, r := range recs {
+				if r.Seq > ev.Seq && r.Entry.Epoch == ev.Epoch && r.Entry.Kind != 2 {
+					t.Errorf("%s: commit at seq %d from epoch %d after its release at seq %d", task, r.Seq, ev.Epoch, ev.Seq)
+				}
+			}
+		}
+		st := invariants.Replay(recs)
+		if len(st.Checkpoint) != 8 {
+			t.Errorf("%s: no checkpoint after replay", task)
+			continue
+		}
+		n := binary.BigEndian.Uint64(st.Checkpoint)
+		want := map[string]uint64{}
+		for i := uint64(0); i < n; i++ {
+			want[inputKey(task, i)]++
+		}
+		for k, v := range want {
+			if got := string(st.Data[k]); got != strconv.FormatUint(v, 10) {
+				t.Errorf("%s: count of %s = %s, want %d (input up to %d)", task, k, got, v, n)
+			}
+		}
+		markers += chain.Markers
+	}
+	// Each task was activated once, and every move activated it once more.
+	if moves := len(handoffPauses(events)); markers != len(tasks)+moves {
+		t.Errorf("%d epoch markers, want %d (one per task plus one per move, %d moves)", markers, len(tasks)+moves, moves)
+	}
+}
+
+// handoffPauses pairs each release with the next start of the same task.
+func handoffPauses(events []client.Event) []time.Duration {
+	var out []time.Duration
+	for _, r := range events {
+		if r.Type != client.EventRelease {
+			continue
+		}
+		var next *client.Event
+		for i := range events {
+			e := &events[i]
+			if e.Type == client.EventStart && e.Task == r.Task && e.Epoch > r.Epoch && (next == nil || e.Time.Before(next.Time)) {
+				next = e
+			}
+		}
+		if next != nil {
+			out = append(out, next.Time.Sub(r.Time))
+		}
+	}
+	return out
+}
+
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			var n uint64
+			for _, m := range mf.GetMetric() {
+				n += histogram(m).GetSampleCount()
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+func histogram(m *dto.Metric) *dto.Histogram { return m.GetHistogram() }

@@ -1,0 +1,389 @@
+package statestore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// memTableSize is Pebble's largest memtable size. Pebble's 4 MiB default
+// makes a restore's multi-MiB batches "large batches" that each force a
+// flush; 64 MiB keeps them ordinary and halves flushes and L0 compactions
+// during a restore. Pebble grows memtables from 256 KiB up to this size, so
+// a small store does not pay for it.
+const memTableSize = 64 << 20
+
+// Store is the local state of a member's tasks. It is safe for concurrent
+// use; commits to one task are serialized, commits to different tasks run in
+// parallel. Values it returns are the caller's to keep.
+type Store struct {
+	db    *pebble.DB
+	lock  *pebble.Lock
+	write *pebble.WriteOptions
+
+	// mu guards closed: methods hold it shared so Close waits for them.
+	mu     sync.RWMutex
+	closed bool
+
+	tasks sync.Map // task string -> *taskState
+}
+
+// taskState serializes Apply and Drop of one task and caches its meta, so a
+// commit does not read it back from Pebble.
+type taskState struct {
+	mu     sync.Mutex
+	meta   Meta // valid when loaded; Checkpoint is owned
+	loaded bool
+}
+
+// Open opens (creating if needed) the store in dir. It fails with an error
+// wrapping ErrLocked when another process, or another Store of this process,
+// has dir open.
+func Open(dir string, opts Options) (*Store, error) {
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+		// Pebble tracks in-process locks by path: make equal dirs equal paths.
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	lock, err := pebble.LockDirectory(dir, fs)
+	if err != nil {
+		if isLockConflict(err) {
+			return nil, fmt.Errorf("open store in %s: %w (%v)", dir, ErrLocked, err)
+		}
+		return nil, fmt.Errorf("open store in %s: lock: %w", dir, err)
+	}
+	popts := &pebble.Options{
+		FS:           fs,
+		Lock:         lock,
+		Logger:       pebbleLogger{opts.Logger},
+		MemTableSize: memTableSize,
+	}
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	write := pebble.NoSync
+	if opts.Sync {
+		write = pebble.Sync
+	}
+	return &Store{db: db, lock: lock, write: write}, nil
+}
+
+// isLockConflict tells whether err from pebble.LockDirectory means someone
+// else holds the lock (rather than, say, a permission problem).
+func isLockConflict(err error) bool {
+	var pathErr *os.PathError
+	if errors.As(err, &pathErr) {
+		return false // creating the LOCK file failed
+	}
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
+		strings.Contains(err.Error(), "lock held by current process")
+}
+
+// Close closes the database (Pebble writes out what its WAL buffer holds)
+// and releases the directory. It waits for calls in flight; later calls
+// return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.db.Close()
+	if lerr := s.lock.Close(); err == nil && lerr != nil {
+		err = lerr
+	}
+	if err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// enter takes the shared close guard; the caller must call s.mu.RUnlock.
+func (s *Store) enter() error {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// lockTask locks task's state and returns it; the caller unlocks ts.mu.
+func (s *Store) lockTask(task string) *taskState {
+	v, ok := s.tasks.Load(task)
+	if !ok {
+		v, _ = s.tasks.LoadOrStore(task, new(taskState))
+	}
+	ts := v.(*taskState)
+	ts.mu.Lock()
+	return ts
+}
+
+// Apply writes commits of task in one atomic Pebble batch: their puts and
+// deletes, in order, and the task's meta (applied sequence and epoch of the
+// last commit, checkpoint of the last commit that has one). Commits whose Seq
+// is at or below the task's applied sequence are skipped, so replaying a
+// commit twice is harmless. Seqs must be positive and increase within the
+// call. The caller may reuse the commits' memory once Apply returns.
+func (s *Store) Apply(task string, commits ...Commit) error {
+	if task == "" {
+		return errors.New("apply: empty task")
+	}
+	if len(commits) == 0 {
+		return nil
+	}
+	for i, c := range commits {
+		if c.Seq == 0 || (i > 0 && c.Seq <= commits[i-1].Seq) {
+			return fmt.Errorf("apply to task %q: commit %d has seq %d, want seqs positive and increasing", task, i, c.Seq)
+		}
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	ts := s.lockTask(task)
+	defer ts.mu.Unlock()
+	if !ts.loaded {
+		m, _, err := s.meta(task)
+		if err != nil {
+			return fmt.Errorf("apply to task %q: %w", task, err)
+		}
+		ts.meta, ts.loaded = m, true
+	}
+	meta := ts.meta
+	first := 0
+	for first < len(commits) && commits[first].Seq <= meta.Applied {
+		first++
+	}
+	commits = commits[first:]
+	if len(commits) == 0 {
+		return nil
+	}
+
+	var prefixBuf [64]byte
+	prefix := appendDataPrefix(prefixBuf[:0], task)
+	size := 64 + len(task)
+	for i := range commits {
+		c := &commits[i]
+		for _, kv := range c.Puts {
+			size += len(prefix) + len(kv.Key) + len(kv.Value) + 12
+		}
+		for _, k := range c.Deletes {
+			size += len(prefix) + len(k) + 6
+		}
+		if len(c.Checkpoint) > 0 {
+			meta.Checkpoint = c.Checkpoint
+		}
+	}
+	last := commits[len(commits)-1]
+	meta.Applied, meta.Epoch = last.Seq, last.Epoch
+
+	b := s.db.NewBatchWithSize(size)
+	defer b.Close()
+	for i := range commits {
+		c := &commits[i]
+		for _, kv := range c.Puts {
+			op := b.SetDeferred(len(prefix)+len(kv.Key), len(kv.Value))
+			copy(op.Key[copy(op.Key, prefix):], kv.Key)
+			copy(op.Value, kv.Value)
+			if err := op.Finish(); err != nil {
+				return fmt.Errorf("apply to task %q at seq %d: %w", task, c.Seq, err)
+			}
+		}
+		for _, k := range c.Deletes {
+			op := b.DeleteDeferred(len(prefix) + len(k))
+			copy(op.Key[copy(op.Key, prefix):], k)
+			if err := op.Finish(); err != nil {
+				return fmt.Errorf("apply to task %q at seq %d: %w", task, c.Seq, err)
+			}
+		}
+	}
+	if err := b.Set(metaKey(task), encodeMeta(meta), nil); err != nil {
+		return fmt.Errorf("apply to task %q: %w", task, err)
+	}
+	if err := b.Commit(s.write); err != nil {
+		return fmt.Errorf("apply to task %q up to seq %d: %w", task, last.Seq, err)
+	}
+	// meta.Checkpoint may be the caller's memory: keep an owned copy.
+	if bytes.Equal(meta.Checkpoint, ts.meta.Checkpoint) {
+		meta.Checkpoint = ts.meta.Checkpoint
+	} else {
+		meta.Checkpoint = bytes.Clone(meta.Checkpoint)
+	}
+	ts.meta = meta
+	return nil
+}
+
+// Get returns a copy of the value of key in task's keyspace, or an error
+// wrapping ErrNotFound.
+func (s *Store) Get(task string, key []byte) ([]byte, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	k := append(appendDataPrefix(make([]byte, 0, 16+len(task)+len(key)), task), key...)
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("get %q of task %q: %w", key, task, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %q of task %q: %w", key, task, err)
+	}
+	out := bytes.Clone(v)
+	if out == nil {
+		out = []byte{}
+	}
+	return out, closer.Close()
+}
+
+// Scan returns task's keys and values in key order, selected by o. Keys are
+// the task's own (without the store's prefix); everything returned is a copy.
+func (s *Store) Scan(task string, o ScanOptions) ([]KV, error) {
+	limit := o.Limit
+	if limit <= 0 {
+		limit = DefaultScanLimit
+	}
+	limit = min(limit, MaxScanLimit)
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+
+	prefix := appendDataPrefix(nil, task)
+	lower := append(bytes.Clone(prefix), o.Prefix...)
+	upper := successor(lower) // never nil: lower starts with spaceData
+	if len(o.Start) > 0 {
+		start := append(bytes.Clone(prefix), o.Start...)
+		if bytes.Compare(start, lower) > 0 {
+			lower = start
+		}
+	}
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil, nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("scan task %q: %w", task, err)
+	}
+	var out []KV
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		k := it.Key()[len(prefix):]
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("scan task %q: %w", task, err)
+		}
+		buf := make([]byte, len(k)+len(v))
+		copy(buf, k)
+		copy(buf[len(k):], v)
+		out = append(out, KV{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("scan task %q: %w", task, err)
+	}
+	return out, nil
+}
+
+// Meta returns what the store records about task; ok is false when the store
+// holds nothing of it.
+func (s *Store) Meta(task string) (Meta, bool, error) {
+	if err := s.enter(); err != nil {
+		return Meta{}, false, err
+	}
+	defer s.mu.RUnlock()
+	m, ok, err := s.meta(task)
+	if err != nil {
+		return Meta{}, false, fmt.Errorf("meta of task %q: %w", task, err)
+	}
+	return m, ok, nil
+}
+
+func (s *Store) meta(task string) (Meta, bool, error) {
+	v, closer, err := s.db.Get(metaKey(task))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Meta{Task: task}, false, nil
+	}
+	if err != nil {
+		return Meta{}, false, err
+	}
+	defer closer.Close()
+	m, err := decodeMeta(task, v)
+	return m, err == nil, err
+}
+
+// Tasks returns the meta of every task the store holds, ordered by task, so a
+// restarted member can say how far its local copy of each reaches.
+func (s *Store) Tasks() ([]Meta, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: []byte{spaceMeta},
+		UpperBound: []byte{spaceMeta + 1},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	var out []Meta
+	for ok := it.First(); ok; ok = it.Next() {
+		task := string(it.Key()[1:])
+		v, err := it.ValueAndErr()
+		if err == nil {
+			var m Meta
+			if m, err = decodeMeta(task, v); err == nil {
+				out = append(out, m)
+				continue
+			}
+		}
+		_ = it.Close()
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return out, nil
+}
+
+// Drop removes task's keyspace and meta in one atomic batch. Dropping a task
+// the store does not hold is a no-op.
+func (s *Store) Drop(task string) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	ts := s.lockTask(task)
+	defer ts.mu.Unlock()
+	ts.loaded = false
+
+	prefix := appendDataPrefix(nil, task)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(prefix, successor(prefix), nil); err != nil {
+		return fmt.Errorf("drop task %q: %w", task, err)
+	}
+	if err := b.Delete(metaKey(task), nil); err != nil {
+		return fmt.Errorf("drop task %q: %w", task, err)
+	}
+	if err := b.Commit(s.write); err != nil {
+		return fmt.Errorf("drop task %q: %w", task, err)
+	}
+	return nil
+}
