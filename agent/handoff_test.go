@@ -233,6 +233,30 @@ func TestPlannedHandoffUnderLoad(t *testing.T) {
 	if n := histogramCount(t, reg, "handoff_handoff_pause_seconds"); n < 2 {
 		t.Errorf("m2 recorded %d hand-off pauses in its histogram, want at least 2", n)
 	}
+	// Planned moves found their learners current: no activation on m2
+	// replayed anything itself (invariant 3, no pause for a restore).
+	if v := counterValue(t, reg, "handoff_activation_replayed_messages_total"); v != 0 {
+		t.Errorf("m2's activations replayed %v messages, want 0 for planned moves", v)
+	}
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			var v float64
+			for _, m := range mf.GetMetric() {
+				v += m.GetCounter().GetValue()
+			}
+			return v
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }
 
 // checkChangelog verifies the invariants of each task from its changelog.

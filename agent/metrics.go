@@ -14,9 +14,12 @@ type metrics struct {
 	commitRecords prometheus.Counter
 	commitSeconds prometheus.Histogram
 	fenced        prometheus.Counter
-	generation    prometheus.Gauge
-	leader        prometheus.Gauge
-	planSeconds   prometheus.Histogram
+	// activationReplayed counts changelog messages replayed by activations
+	// themselves: what a task waited for before it could serve.
+	activationReplayed prometheus.Counter
+	generation         prometheus.Gauge
+	leader             prometheus.Gauge
+	planSeconds        prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "handoff_fenced_total",
 			Help: "Appends refused because another member owns the task (stale owner fenced).",
 		}),
+		activationReplayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_activation_replayed_messages_total",
+			Help: "Changelog messages replayed while a task was becoming active here (it could not serve meanwhile); planned moves replay none.",
+		}),
 		generation: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "handoff_generation",
 			Help: "The group generation this member has applied.",
@@ -67,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
-			m.commitSeconds, m.fenced, m.generation, m.leader, m.planSeconds)
+			m.commitSeconds, m.fenced, m.activationReplayed, m.generation, m.leader, m.planSeconds)
 	}
 	return m
 }

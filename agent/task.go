@@ -125,9 +125,10 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		prev.wait()
 	}
 	if !t.stateful {
-		a.markReady(ctx, t, epoch, 0, handoffAt)
+		a.markReady(ctx, t, epoch, 0, 0, handoffAt)
 		return
 	}
+	var replayed uint64 // messages this activation had to replay itself
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		meta, _, err := a.store.Meta(t.id)
 		if err != nil {
@@ -136,7 +137,9 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			continue
 		}
 		if handoffSeq > meta.Applied || attempt > 0 {
-			if err := a.catchUp(ctx, t); err != nil {
+			n, err := a.catchUpCount(ctx, t)
+			replayed += n
+			if err != nil {
 				if ctx.Err() == nil {
 					a.log.Error().Err(err).Str(fTask, t.id).Msg("catch up before activation failed; retrying")
 					sleepCtx(ctx, time.Second)
@@ -170,25 +173,35 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("apply epoch marker; replaying")
 			continue
 		}
-		a.markReady(ctx, t, epoch, seq, handoffAt)
+		a.markReady(ctx, t, epoch, seq, replayed, handoffAt)
 		return
 	}
 }
 
 // catchUp replays the task's changelog to its end.
 func (a *Agent) catchUp(ctx context.Context, t *task) error {
+	_, err := a.catchUpCount(ctx, t)
+	return err
+}
+
+// catchUpCount is catchUp that also says how many messages it applied.
+func (a *Agent) catchUpCount(ctx context.Context, t *task) (uint64, error) {
 	r := restore.New(a.clog, a.store, restore.Options{
 		Task:       t.id,
 		OnProgress: func(p restore.Progress) { a.onProgress(t, p) },
 		Logger:     a.log,
 	})
 	t.replayer.Store(r)
-	return r.Run(ctx)
+	err := r.Run(ctx)
+	return r.Progress().Replayed, err
 }
 
 // markReady lets the worker use the task, unless the activation was
-// cancelled meanwhile.
-func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq uint64, handoffAt time.Time) {
+// cancelled meanwhile. replayed is how many changelog messages the
+// activation itself had to apply: a planned move that finds its learner
+// current replays none, so the log line shows whether a task paused for a
+// restore.
+func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uint64, handoffAt time.Time) {
 	t.mu.Lock()
 	if ctx.Err() != nil || t.role != httpapi.RoleActive || t.epoch != epoch {
 		t.mu.Unlock()
@@ -201,10 +214,13 @@ func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq uint64, hando
 	}
 	t.lag.Store(0)
 	t.mu.Unlock()
-	if !handoffAt.IsZero() {
+	planned := !handoffAt.IsZero()
+	if planned {
 		a.metrics.handoffPause.Observe(time.Since(handoffAt).Seconds())
 	}
-	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64(fSeq, seq).Msg("task active")
+	a.metrics.activationReplayed.Add(float64(replayed))
+	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64(fSeq, seq).
+		Uint64("replayed", replayed).Bool("planned", planned).Msg("task active")
 	a.viewChanged()
 }
 
