@@ -95,6 +95,8 @@ type Agent struct {
 	// awaiting holds the learners the leader waits on to catch up; a
 	// report from one of them that has caught up wakes the leader.
 	awaiting atomic.Pointer[map[pairKey]bool]
+	caughtMu sync.Mutex
+	caughtAt map[pairKey]time.Time // when an awaited learner was first heard caught up
 	hbKick   chan struct{}
 
 	// bg owns the per-task goroutines (restores, activations).
@@ -149,6 +151,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		positions:   map[string]uint64{},
 		leaderKick:  make(chan struct{}, 1),
 		hbKick:      make(chan struct{}, 1),
+		caughtAt:    map[pairKey]time.Time{},
 	}
 	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
@@ -258,7 +261,35 @@ func (a *Agent) onReport(p progressMsg) {
 	if w == nil || !(*w)[pairKey{p.Task, p.Member}] || p.Lag > a.config().AcceptableLag {
 		return
 	}
+	a.caughtMu.Lock()
+	if _, ok := a.caughtAt[pairKey{p.Task, p.Member}]; !ok {
+		a.caughtAt[pairKey{p.Task, p.Member}] = time.Now()
+	}
+	a.caughtMu.Unlock()
 	a.kickLeader()
+}
+
+// observePromotions records, for each revoke a plan started, how long
+// after its learner was heard to have caught up the revoke was published.
+func (a *Agent) observePromotions(moves []assign.Move) {
+	now := time.Now()
+	a.caughtMu.Lock()
+	defer a.caughtMu.Unlock()
+	for _, m := range moves {
+		k := pairKey{m.Task, m.To}
+		if t, ok := a.caughtAt[k]; ok && m.Kind == assign.MoveRevoke {
+			a.metrics.promotionDelay.Observe(now.Sub(t).Seconds())
+			delete(a.caughtAt, k)
+		}
+	}
+	// Forget learners that are no longer awaited.
+	if w := a.awaiting.Load(); w != nil {
+		for k := range a.caughtAt {
+			if !(*w)[k] {
+				delete(a.caughtAt, k)
+			}
+		}
+	}
 }
 
 // kickHeartbeat makes the heartbeat loop publish the member record now.

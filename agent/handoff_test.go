@@ -30,7 +30,7 @@ func inputKey(task string, i uint64) string {
 // API and counts its tasks' input, committing counts with the input
 // position as checkpoint.
 type worker struct {
-	t      *testing.T
+	t      testing.TB
 	id     string
 	srv    *httptest.Server
 	cancel context.CancelFunc

@@ -23,7 +23,7 @@ import (
 
 // cluster is a group of in-process agents on one real JetStream server.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *natstest.Server
 	group   string
 	cfg     assign.Config
@@ -60,7 +60,7 @@ func testConfig(stateful, stateless string) assign.Config {
 	return cfg
 }
 
-func newCluster(t *testing.T, cfg assign.Config) *cluster {
+func newCluster(t testing.TB, cfg assign.Config) *cluster {
 	srv := natstest.Start(t)
 	c := &cluster{t: t, srv: srv, group: "g", cfg: cfg, members: map[string]*member{}}
 	c.js = srv.JetStream(t)
@@ -173,7 +173,7 @@ func (c *cluster) view() httpapi.GroupView {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error

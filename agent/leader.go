@@ -149,6 +149,7 @@ func (a *Agent) planAndPublish(ctx context.Context, l *lease, st *leaderState) (
 	st.current = res.Assignment
 	st.track()
 	a.awaiting.Store(st.awaiting())
+	a.observePromotions(res.Moves)
 	return res.NextDeadline, nil
 }
 

@@ -20,6 +20,9 @@ type metrics struct {
 	generation         prometheus.Gauge
 	leader             prometheus.Gauge
 	planSeconds        prometheus.Histogram
+	// promotionDelay is, on the leader, the time from hearing that a
+	// learner caught up to publishing the revoke that promotes it.
+	promotionDelay prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -71,10 +74,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time the leader's assignor takes per plan.",
 			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
 		}),
+		promotionDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "handoff_promotion_delay_seconds",
+			Help:    "On the leader: time from a learner's caught-up report to the revoke that promotes it (eager mode's reaction time; stable mode waits for its round).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
-			m.commitSeconds, m.fenced, m.activationReplayed, m.generation, m.leader, m.planSeconds)
+			m.commitSeconds, m.fenced, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay)
 	}
 	return m
 }

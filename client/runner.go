@@ -243,7 +243,7 @@ func Run(ctx context.Context, c *Client, fn TaskFunc, opts RunOptions) error {
 			return nil
 		case v := <-views:
 			if r.apply(ctx, v) {
-				r.stopAll(true)
+				r.stopAll(false) // revoked tasks are already stopping with their release
 				r.waitAll()
 				r.emit(Event{Type: EventShutdown})
 				r.log.Info().Msg("the agent says shutdown: every task is stopped")
@@ -351,8 +351,10 @@ func (r *runner) apply(ctx context.Context, v httpapi.View) (shutdown bool) {
 			r.log.Info().Str(fieldTask, id).Uint64(fieldEpoch, s.tv.Epoch).Msg("task revoked: stopping it")
 			s.stop(true)
 		case !ok:
+			// Moved away without a revoke (failover, or the group's last
+			// member leaving): there is nothing to release.
 			r.log.Info().Str(fieldTask, id).Uint64(fieldEpoch, s.tv.Epoch).Msg("task no longer active here: stopping it")
-			s.stop(true)
+			s.stop(false)
 		case tv.Epoch != s.tv.Epoch:
 			r.log.Info().Str(fieldTask, id).Uint64(fieldEpoch, tv.Epoch).Msg("task epoch changed: restarting it")
 			s.stop(false)

@@ -1,0 +1,229 @@
+// Command producer feeds the example counter worker and checks its result.
+//
+//	producer [flags]         publish keys to every task's input subject until interrupted
+//	producer verify [flags]  check that the counts in the changelog equal the input exactly
+//
+// Input goes to the stream INPUT_<group>, one subject per task
+// (input.<group>.<task>), one key per message, as examples/counter reads it.
+// verify replays each stateful task's changelog, reads the input stream up to
+// the task's checkpoint, and compares the counts key by key; it waits (up to
+// --timeout) for the workers to finish the input first.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/internal/invariants"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "producer:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	natsURL string
+	group   string
+	tasks   string
+	rate    int
+	keys    int
+	timeout time.Duration
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	verify := len(args) > 0 && args[0] == "verify"
+	if verify {
+		args = args[1:]
+	}
+	var c config
+	fs := flag.NewFlagSet("producer", flag.ContinueOnError)
+	fs.StringVar(&c.natsURL, "nats", "nats://127.0.0.1:4222", "NATS `URL`")
+	fs.StringVar(&c.group, "group", "default", "`group` whose tasks to feed")
+	fs.StringVar(&c.tasks, "tasks", "", "stateful task `IDs`, as given to 'handoff agent --tasks'")
+	fs.IntVar(&c.rate, "rate", 200, "messages per second over all tasks")
+	fs.IntVar(&c.keys, "keys", 20, "distinct keys per task")
+	fs.DurationVar(&c.timeout, "timeout", time.Minute, "verify: how long to wait for the workers to finish the input")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	tasks, err := assign.ExpandSpec(c.tasks)
+	if err != nil || len(tasks) == 0 {
+		return fmt.Errorf("--tasks: give the stateful task IDs, e.g. 'orders-0..7' (%v)", err)
+	}
+	nc, err := nats.Connect(c.natsURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", c.natsURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if verify {
+		return runVerify(ctx, js, c, tasks, out)
+	}
+	return produce(ctx, js, c, tasks, out)
+}
+
+func inputStream(group string) string { return "INPUT_" + group }
+
+// produce publishes random keys round-robin over the tasks at c.rate until
+// ctx ends.
+func produce(ctx context.Context, js jetstream.JetStream, c config, tasks []string, out io.Writer) error {
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: inputStream(c.group), Subjects: []string{"input." + c.group + ".>"}, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return fmt.Errorf("create input stream: %w", err)
+	}
+	every := time.Second / time.Duration(max(c.rate, 1))
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	report := time.NewTicker(5 * time.Second)
+	defer report.Stop()
+	var sent uint64
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(out, "published %d messages\n", sent)
+			return nil
+		case <-report.C:
+			fmt.Fprintf(out, "published %d messages\n", sent)
+		case <-tick.C:
+			task := tasks[i%len(tasks)]
+			key := "key-" + strconv.Itoa(rand.IntN(c.keys))
+			if _, err := js.Publish(ctx, "input."+c.group+"."+task, []byte(key)); err != nil {
+				if ctx.Err() != nil {
+					continue
+				}
+				return fmt.Errorf("publish: %w", err)
+			}
+			sent++
+		}
+	}
+}
+
+// runVerify compares every task's replayed counts with its input.
+func runVerify(ctx context.Context, js jetstream.JetStream, c config, tasks []string, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	stream, err := js.Stream(ctx, inputStream(c.group))
+	if err != nil {
+		return fmt.Errorf("input stream: %w", err)
+	}
+	bad := 0
+	for _, task := range tasks {
+		subject := "input." + c.group + "." + task
+		var last uint64
+		if m, err := stream.GetLastMsgForSubject(ctx, subject); err == nil {
+			last = m.Sequence
+		} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("input of %s: %w", task, err)
+		}
+		state, err := waitCaughtUp(ctx, js, c.group, task, last)
+		if err != nil {
+			return err
+		}
+		want, err := countInput(ctx, stream, subject, last)
+		if err != nil {
+			return err
+		}
+		diffs := 0
+		for k, n := range want {
+			if got := string(state.Data[k]); got != strconv.FormatUint(n, 10) {
+				diffs++
+				if diffs <= 3 {
+					fmt.Fprintf(out, "  %s: %s = %s, input has %d\n", task, k, got, n)
+				}
+			}
+		}
+		if len(state.Data) != len(want) {
+			diffs++
+		}
+		if diffs > 0 {
+			bad++
+			fmt.Fprintf(out, "%-12s MISMATCH (%d keys differ)\n", task, diffs)
+			continue
+		}
+		fmt.Fprintf(out, "%-12s ok: %d keys, input up to seq %d counted exactly once\n", task, len(want), last)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d tasks have wrong counts", bad, len(tasks))
+	}
+	fmt.Fprintf(out, "all %d tasks exact\n", len(tasks))
+	return nil
+}
+
+// waitCaughtUp replays a task's changelog until its checkpoint reaches the
+// input's last sequence.
+func waitCaughtUp(ctx context.Context, js jetstream.JetStream, group, task string, last uint64) (invariants.State, error) {
+	for {
+		recs, err := invariants.ReadTask(ctx, js, group, task)
+		if err != nil {
+			return invariants.State{}, err
+		}
+		st := invariants.Replay(recs)
+		var cp uint64
+		if len(st.Checkpoint) == 8 {
+			cp = binary.BigEndian.Uint64(st.Checkpoint)
+		}
+		if cp >= last {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return invariants.State{}, fmt.Errorf("%s: the workers reached input seq %d of %d before the timeout; are they running?", task, cp, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// countInput counts the keys of a subject up to seq last.
+func countInput(ctx context.Context, stream jetstream.Stream, subject string, last uint64) (map[string]uint64, error) {
+	counts := map[string]uint64{}
+	if last == 0 {
+		return counts, nil
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			counts[string(m.Data())]++
+			if md.Sequence.Stream >= last {
+				return counts, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+	}
+}
