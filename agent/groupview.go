@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -19,7 +20,11 @@ func (a *Agent) Group(ctx context.Context) (httpapi.GroupView, error) {
 	for _, p := range a.progress.all() {
 		progress = append(progress, p.api())
 	}
-	return ReadGroup(ctx, a.kv, a.opts.Group, progress)
+	gv, err := ReadGroup(ctx, a.kv, a.opts.Group, progress)
+	if err != nil {
+		return gv, err
+	}
+	return gv, fillSnapshots(ctx, a.snaps.bucket, &gv, time.Now())
 }
 
 // ReadGroup builds the group's view from its KV bucket: the leader, the
@@ -72,6 +77,9 @@ func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progres
 			gt.Active, gt.Epoch, gt.Standbys = ta.Active, ta.Epoch, ta.Standbys
 			if ta.Revoke != nil {
 				gt.Revoking = ta.Revoke.Target
+				if gt.Revoking == "" {
+					gt.Revoking = "(retiring)" // the group's last members are leaving
+				}
 			}
 			for _, l := range ta.Learners {
 				gt.Learners = append(gt.Learners, l.Member)

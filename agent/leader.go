@@ -69,6 +69,8 @@ func (a *Agent) lead(ctx context.Context, l *lease) error {
 		}
 		var deadlineC <-chan time.Time
 		if !next.IsZero() {
+			// A deadline in the past would spin the loop.
+			next = maxTime(next, time.Now().Add(10*time.Millisecond))
 			if deadline == nil {
 				deadline = time.NewTimer(time.Until(next))
 				defer deadline.Stop()
@@ -422,4 +424,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -195,5 +194,3 @@ func (a *Agent) viewChanged() {
 	a.bumpViewLocked()
 	a.mu.Unlock()
 }
-
-var _ = assign.Eager

@@ -142,14 +142,6 @@ func (a *Agent) LeaveStatus() httpapi.LeaveStatus {
 	return s
 }
 
-// Leaving reports whether a leave has started, and Done whether the leader
-// has told this member it may shut down.
-func (a *Agent) Done() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.entry.Shutdown
-}
-
 // WaitDone blocks until the member may shut down after a leave, or ctx
 // ends.
 func (a *Agent) WaitDone(ctx context.Context) error {

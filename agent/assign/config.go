@@ -3,8 +3,7 @@ package assign
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,11 +60,20 @@ func DefaultConfig() Config {
 	}
 }
 
-var taskIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-
 // ValidTaskID reports whether id can name a task: 1 to 128 letters, digits,
 // '-' or '_' (a task ID is one token of a NATS subject).
-func ValidTaskID(id string) bool { return taskIDPattern.MatchString(id) }
+func ValidTaskID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // maxTasks bounds a group's size so that a typo in a range cannot make a
 // member allocate without limit.
@@ -103,20 +111,42 @@ func ExpandSpec(spec string) ([]string, error) {
 		if b-a+1 > maxTasks {
 			return nil, fmt.Errorf("task range %q has %d tasks; at most %d are allowed", part, b-a+1, maxTasks)
 		}
-		for n := a; n <= b; n++ {
-			id := prefix + strconv.Itoa(n)
-			if !ValidTaskID(id) {
-				return nil, fmt.Errorf("task ID %q from range %q: use 1 to 128 letters, digits, '-' or '_'", id, part)
+		// IDs of a range share their characters and grow in length, so the
+		// range is valid if its first and last IDs are.
+		if first, last := prefix+strconv.Itoa(a), prefix+strconv.Itoa(b); !ValidTaskID(first) || !ValidTaskID(last) {
+			for n := a; n <= b; n++ {
+				if id := prefix + strconv.Itoa(n); !ValidTaskID(id) {
+					return nil, fmt.Errorf("task ID %q from range %q: use 1 to 128 letters, digits, '-' or '_'", id, part)
+				}
 			}
-			out = append(out, id)
 		}
+		out = appendRange(out, prefix, a, b)
 	}
 	return out, nil
 }
 
+// appendRange appends prefix+a ... prefix+b to out, all cut from one string
+// so that a large range costs two allocations rather than one per ID.
+func appendRange(out []string, prefix string, a, b int) []string {
+	n := b - a + 1
+	buf := make([]byte, 0, n*(len(prefix)+len(strconv.Itoa(b))))
+	ends := make([]int, 0, n)
+	for i := a; i <= b; i++ {
+		buf = append(buf, prefix...)
+		buf = strconv.AppendInt(buf, int64(i), 10)
+		ends = append(ends, len(buf))
+	}
+	all := string(buf)
+	start := 0
+	for _, end := range ends {
+		out = append(out, all[start:end])
+		start = end
+	}
+	return out
+}
+
 // Tasks expands the config's task specs into tasks sorted by ID.
 func (c Config) Tasks() ([]Task, error) {
-	seen := map[string]bool{}
 	var out []Task
 	add := func(specs []string, stateful bool) error {
 		for _, s := range specs {
@@ -125,10 +155,6 @@ func (c Config) Tasks() ([]Task, error) {
 				return err
 			}
 			for _, id := range ids {
-				if seen[id] {
-					return fmt.Errorf("task %q is listed twice; each task is either stateful or stateless, once", id)
-				}
-				seen[id] = true
 				out = append(out, Task{ID: id, Stateful: stateful})
 			}
 		}
@@ -143,7 +169,12 @@ func (c Config) Tasks() ([]Task, error) {
 	if len(out) > maxTasks {
 		return nil, fmt.Errorf("the group has %d tasks; at most %d are allowed", len(out), maxTasks)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	slices.SortFunc(out, func(a, b Task) int { return strings.Compare(a.ID, b.ID) })
+	for i := 1; i < len(out); i++ {
+		if out[i].ID == out[i-1].ID {
+			return nil, fmt.Errorf("task %q is listed twice; each task is either stateful or stateless, once", out[i].ID)
+		}
+	}
 	return out, nil
 }
 
@@ -153,8 +184,8 @@ func (c Config) Validate() error {
 	if _, err := c.Tasks(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Handover != Eager && c.Handover != Stable {
-		errs = append(errs, fmt.Errorf("handover mode %q: use eager or stable", c.Handover))
+	if c.Handover != Eager && c.Handover != Stable && c.Handover != Cold {
+		errs = append(errs, fmt.Errorf("handover mode %q: use eager or stable (or cold, the no-learner baseline)", c.Handover))
 	}
 	if c.MaxLearners < 0 || c.MaxLearnersPerMember < 0 {
 		errs = append(errs, errors.New("max learners must be 0 (no bound) or more"))

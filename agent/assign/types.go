@@ -15,6 +15,10 @@ const (
 	// Stable promotes the learners of a round together once all of them have
 	// caught up, or, after Config.StableMaxWait, each one as it catches up.
 	Stable Mode = "stable"
+	// Cold moves a stateful task at once, with no learner: the new owner
+	// replays the task's changelog before it serves. It is what a plain
+	// rebalance does, kept as the baseline 'handoff bench' compares with.
+	Cold Mode = "cold"
 )
 
 // Duration is a time.Duration that reads and writes JSON and YAML as a Go
@@ -113,6 +117,10 @@ type TaskAssignment struct {
 	// commit when Active took over from a release; the new owner applies up
 	// to it before it serves. Zero when unknown (failover, forced move).
 	HandoffSeq uint64 `json:"handoffSeq,omitempty"`
+	// HandoffAt is when the previous owner released the task (its
+	// Release.At), set with HandoffSeq; the new owner measures the
+	// hand-off pause from it.
+	HandoffAt time.Time `json:"handoffAt,omitzero"`
 	// Learners are members warming up to take the task over.
 	Learners []Learner `json:"learners,omitempty"`
 	// Standbys keep the task warm for failover.
@@ -163,6 +171,9 @@ const (
 	MoveStandbyAdd  MoveKind = "standby-add"  // a standby was placed
 	MoveStandbyDrop MoveKind = "standby-drop" // a standby was removed
 	MoveUnassign    MoveKind = "unassign"     // no live member can own the task
+	// MoveRevokeCancel withdraws a pending revoke because its target died or
+	// started leaving; the owner keeps the task.
+	MoveRevokeCancel MoveKind = "revoke-cancel"
 )
 
 // Move explains one change the plan makes to a task.

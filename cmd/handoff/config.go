@@ -145,10 +145,10 @@ func agentFlags(c *Config) *flag.FlagSet {
 	g := &c.GroupConfig
 	fs.Var(specValue{&g.Stateful}, "tasks", "stateful task `IDs`: comma-separated, ranges like orders-0..63")
 	fs.Var(specValue{&g.Stateless}, "stateless-tasks", "stateless task `IDs`, like --tasks")
-	fs.Var((*modeValue)(&g.Handover), "handover", "`mode` of promotion: eager (each learner when caught up) or stable (a round at once)")
+	fs.Var((*modeValue)(&g.Handover), "handover", "`mode` of promotion: eager (each learner when caught up), stable (a round at once), or cold (no learners: the baseline that restores after the move)")
 	fs.Uint64Var(&g.AcceptableLag, "acceptable-lag", g.AcceptableLag, "changelog `messages` a learner may lag when promoted")
-	fs.IntVar(&g.MaxLearners, "max-learners", g.MaxLearners, "learners in flight in the whole group (`0` = no bound)")
-	fs.IntVar(&g.MaxLearnersPerMember, "max-learners-per-member", g.MaxLearnersPerMember, "learners in flight per member (`0` = no bound)")
+	fs.IntVar(&g.MaxLearners, "max-learners", g.MaxLearners, "most learners in flight in the whole group (0 = no bound)")
+	fs.IntVar(&g.MaxLearnersPerMember, "max-learners-per-member", g.MaxLearnersPerMember, "most learners in flight per member (0 = no bound)")
 	fs.IntVar(&g.Standbys, "standbys", g.Standbys, "warm `copies` of each stateful task kept for failover")
 	fs.TextVar(&g.SessionTimeout, "session-timeout", g.SessionTimeout, "a member silent this `long` is dead")
 	fs.TextVar(&g.LeaveTimeout, "leave-timeout", g.LeaveTimeout, "a leave hands remaining tasks over cold after this `long`")
@@ -187,8 +187,10 @@ type modeValue assign.Mode
 func (m *modeValue) String() string { return string(*m) }
 
 func (m *modeValue) Set(s string) error {
-	if s != string(assign.Eager) && s != string(assign.Stable) {
-		return fmt.Errorf("use eager or stable")
+	switch assign.Mode(s) {
+	case assign.Eager, assign.Stable, assign.Cold:
+	default:
+		return fmt.Errorf("use eager or stable (or cold, the no-learner baseline)")
 	}
 	*m = modeValue(s)
 	return nil
@@ -259,59 +261,80 @@ func loadConfig(args []string, getenv func(string) string, usageOut io.Writer) (
 	return lc, lc.Validate()
 }
 
-// applyFile reads a YAML config file whose keys are flag names. Unknown keys
-// are errors.
+// applyFile reads a YAML config file whose keys are flag names. Unknown and
+// repeated keys are errors. A scalar is taken as written (member-id: 007
+// stays "007"), so the file reads like the flags it stands for.
 func applyFile(fs *flag.FlagSet, path string, set map[string]bool) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read config file: %w", err)
 	}
-	var doc map[string]any
+	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	keys := make([]string, 0, len(doc))
-	for k := range doc {
-		keys = append(keys, k)
+	if len(doc.Content) == 0 {
+		return nil // empty file
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("config file %s: line %d: want a mapping of setting names to values, like 'group: orders'", path, root.Line)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k := root.Content[i].Value
 		if k == "config" || k == "print-config" || fs.Lookup(k) == nil {
-			return fmt.Errorf("config file %s: unknown key %q; keys are the names of 'handoff agent' flags without dashes in front", path, k)
+			return fmt.Errorf("config file %s: line %d: unknown key %q; keys are the names of 'handoff agent' flags without dashes in front", path, root.Content[i].Line, k)
 		}
-		v, err := scalar(doc[k])
+		if seen[k] {
+			return fmt.Errorf("config file %s: line %d: key %q is set twice", path, root.Content[i].Line, k)
+		}
+		seen[k] = true
+		v, err := scalar(root.Content[i+1])
 		if err != nil {
 			return fmt.Errorf("config file %s: key %q: %w", path, k, err)
 		}
 		if err := fs.Set(k, v); err != nil {
-			return fmt.Errorf("config file %s: key %q: %w", path, k, err)
+			return fmt.Errorf("config file %s: key %q: invalid value %q: %w", path, k, v, err)
 		}
 		set[k] = true
 	}
 	return nil
 }
 
-// scalar turns a YAML value into a flag string; a list becomes a
-// comma-separated string.
-func scalar(v any) (string, error) {
-	switch x := v.(type) {
-	case nil:
-		return "", nil
-	case []any:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			s, err := scalar(e)
-			if err != nil {
-				return "", err
-			}
-			parts[i] = s
+// scalar turns a YAML value into a flag string: a scalar as written, null as
+// empty, a list as its items separated by commas.
+func scalar(n *yaml.Node) (string, error) {
+	plain := func(n *yaml.Node) (string, bool) {
+		if n.Kind == yaml.AliasNode {
+			n = n.Alias
 		}
-		return strings.Join(parts, ","), nil
-	case map[string]any:
-		return "", errors.New("a value must be a string, number, boolean or list")
-	default:
-		return fmt.Sprint(x), nil
+		if n.Kind != yaml.ScalarNode {
+			return "", false
+		}
+		if n.ShortTag() == "!!null" {
+			return "", true
+		}
+		return n.Value, true
 	}
+	if v, ok := plain(n); ok {
+		return v, nil
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind != yaml.SequenceNode {
+		return "", fmt.Errorf("line %d: a value must be a string, number, boolean or list", n.Line)
+	}
+	parts := make([]string, len(n.Content))
+	for i, e := range n.Content {
+		v, ok := plain(e)
+		if !ok {
+			return "", fmt.Errorf("line %d: a list holds plain values, like [orders-0..7, billing-0..3]", e.Line)
+		}
+		parts[i] = v
+	}
+	return strings.Join(parts, ","), nil
 }
 
 // Validate reports every problem with c, each saying how to fix it.
@@ -383,9 +406,20 @@ func (lc loadedConfig) printConfig(w io.Writer) error {
 		if (f.Name == "api-token" || f.Name == "nats-password") && v != "" {
 			v = "********"
 		}
+		// Tag each value with its flag's type, so that a string that looks
+		// like a number or a boolean (member-id: "007") is quoted.
+		tag := "!!str"
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case bool:
+				tag = "!!bool"
+			case int, uint64:
+				tag = "!!int"
+			}
+		}
 		doc.Content = append(doc.Content,
 			&yaml.Node{Kind: yaml.ScalarNode, Value: f.Name},
-			&yaml.Node{Kind: yaml.ScalarNode, Value: v})
+			&yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: v})
 	})
 	if lc.ConfigFile != "" {
 		fmt.Fprintf(w, "# resolved from %s, HANDOFF_* variables and flags\n", lc.ConfigFile)

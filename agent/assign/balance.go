@@ -1,0 +1,224 @@
+package assign
+
+import (
+	"cmp"
+	"slices"
+)
+
+// balance sets dest, the member each task of kind k should end on, so that
+// every eligible member ends with exactly its quota, moving as few tasks as
+// the quotas allow:
+//
+//  1. a task being revoked goes to its revoke target (the move is under way);
+//  2. every eligible member keeps its own tasks up to its remaining room;
+//     an over-quota member sheds first the tasks that an under-quota member
+//     has local state for (a restarted member gets its tasks back), then
+//     the highest task IDs;
+//  3. the shed tasks and those of leaving members (leaving first, then by
+//     task ID) go to their current learner if it has room; the others then
+//     to a member with room that holds them warm (standby with the lowest
+//     lag, then the furthest local copy); the rest to the member with the
+//     most room.
+//
+// Each step only fills room, and the quotas add up to the tasks of kind k,
+// so every task gets a destination. Nothing moves when every member holds
+// its quota, and a member that joins or leaves moves only the tasks that the
+// change of quotas requires.
+func (p *planner) balance(k kind) {
+	total := 0
+	for _, m := range p.eligible {
+		m.load[k] = 0
+	}
+	for i := range p.tasks {
+		if kindOf(p.tasks[i].Stateful) != k {
+			continue
+		}
+		total++
+		if m := p.plannedOwner(i); m != nil {
+			m.load[k]++
+		}
+	}
+	if k == statefulKind {
+		// Once per plan, after orphans and promotions: it counts both kinds.
+		p.countOwned()
+	}
+	setQuotas(p.eligible, k, total)
+	for _, m := range p.eligible {
+		m.room[k] = m.quota[k]
+	}
+
+	// Step 1, and the tasks of each eligible owner grouped by owner.
+	var shed []int
+	owned := make([]int, len(p.eligible)+1)
+	for i := range p.tasks {
+		if kindOf(p.tasks[i].Stateful) != k {
+			continue
+		}
+		t := p.next[i]
+		if t.Revoke != nil {
+			m := p.byID[t.Revoke.Target]
+			p.dest[i] = m
+			m.room[k]--
+			continue
+		}
+		owner := p.byID[t.Active]
+		if owner == nil {
+			continue // unowned: only when no member is eligible
+		}
+		if !owner.eligible {
+			shed = append(shed, i)
+			continue
+		}
+		owned[owner.eidx+1]++
+	}
+	for j := 1; j < len(owned); j++ {
+		owned[j] += owned[j-1]
+	}
+	byOwner := make([]int, owned[len(owned)-1])
+	fill := slices.Clone(owned[:len(owned)-1])
+	for i := range p.tasks {
+		t := p.next[i]
+		if kindOf(p.tasks[i].Stateful) != k || t.Revoke != nil {
+			continue
+		}
+		if owner := p.byID[t.Active]; owner != nil && owner.eligible {
+			byOwner[fill[owner.eidx]] = i
+			fill[owner.eidx]++
+		}
+	}
+
+	// Step 2.
+	for _, m := range p.eligible {
+		mine := byOwner[owned[m.eidx]:owned[m.eidx+1]]
+		keep := max(m.room[k], 0)
+		if len(mine) > keep {
+			p.sortForShedding(mine, m, k)
+			shed = append(shed, mine[keep:]...)
+			mine = mine[:keep]
+		}
+		for _, i := range mine {
+			p.dest[i] = m
+		}
+		m.room[k] -= len(mine)
+	}
+
+	// Step 3.
+	slices.SortFunc(shed, func(a, b int) int {
+		la, lb := p.byID[p.next[a].Active].leaving, p.byID[p.next[b].Active].leaving
+		if la != lb {
+			if la {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a, b)
+	})
+	// Learners claim their room before warm copies and empty room are
+	// handed out, so that a move in flight keeps its destination.
+	var rest []int
+	for _, i := range shed {
+		if m := p.learnerDestination(i, k); m != nil {
+			p.dest[i] = m
+			m.room[k]--
+			continue
+		}
+		rest = append(rest, i)
+	}
+	shed, rest = rest, nil
+	for _, i := range shed {
+		if m := p.warmDestination(i, k); m != nil {
+			p.dest[i] = m
+			m.room[k]--
+			continue
+		}
+		rest = append(rest, i)
+	}
+	if len(rest) == 0 {
+		return
+	}
+	rooms := newRoomHeap(k, p.eligible)
+	for _, i := range rest {
+		m := rooms.top()
+		p.dest[i] = m
+		rooms.take(m)
+	}
+}
+
+// sortForShedding orders m's tasks so that those it should keep come first:
+// tasks that an under-quota member has local state for are shed first,
+// then the highest task IDs. The order depends only on what a plan does not
+// change (owners, quotas, reported positions), so consecutive plans shed
+// the same tasks and a change of quota sheds or keeps tasks at the margin.
+func (p *planner) sortForShedding(tasks []int, m *member, k kind) {
+	type ranked struct {
+		task int
+		warm bool
+	}
+	rs := make([]ranked, len(tasks))
+	for j, i := range tasks {
+		rs[j] = ranked{i, k == statefulKind && p.warmElsewhere(i, m, k)}
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if a.warm != b.warm {
+			return -boolFirst(a.warm)
+		}
+		return cmp.Compare(a.task, b.task)
+	})
+	for j, r := range rs {
+		tasks[j] = r.task
+	}
+}
+
+// warmElsewhere reports whether an eligible member other than owner that
+// owns fewer tasks than its quota has local state for task i: a restarted
+// member getting its tasks back.
+func (p *planner) warmElsewhere(i int, owner *member, k kind) bool {
+	for _, e := range p.pos.of(i) {
+		if e.m != owner && e.m.owned[k] < e.m.quota[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// learnerDestination is shed task i's learner if it has room, else nil.
+func (p *planner) learnerDestination(i int, k kind) *member {
+	t := p.next[i]
+	for _, l := range t.Learners {
+		if m := p.byID[l.Member]; m != nil && m.eligible && m.id != t.Active && m.room[k] > 0 {
+			return m
+		}
+	}
+	return nil
+}
+
+// warmDestination picks where shed task i should go if a member with room
+// holds it warm: a standby (lowest lag, then ID), else the member with the
+// furthest local copy. Nil if none.
+func (p *planner) warmDestination(i int, k kind) *member {
+	t := p.next[i]
+	ok := func(m *member) bool { return m != nil && m.eligible && m.id != t.Active && m.room[k] > 0 }
+	if k == statelessKind {
+		return nil
+	}
+	var best *member
+	var bestLag uint64
+	for _, s := range t.Standbys {
+		m := p.byID[s]
+		if !ok(m) {
+			continue
+		}
+		if l := p.lag(i, s); best == nil || l < bestLag {
+			best, bestLag = m, l // standbys are sorted, so ties keep the lower ID
+		}
+	}
+	if best != nil {
+		return best
+	}
+	for _, e := range p.pos.of(i) {
+		if ok(e.m) {
+			return e.m
+		}
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package assign
+
+import (
+	"cmp"
+	"slices"
+)
+
+// learnerWant is a stateful task whose destination needs a learner.
+type learnerWant struct {
+	task     int
+	m        *member
+	existing bool // the learner is in the current assignment
+	leaving  bool // the task's owner is leaving
+	pos      uint64
+}
+
+// reconcile turns destinations into actions. A stateless task whose
+// destination is not its owner is revoked at once. A stateful one keeps or
+// gets a learner on its destination (unless the destination is a standby,
+// which is warm already), within the learner bounds and, in stable mode,
+// only when no round is in flight; it is revoked once that learner or
+// standby has caught up and the handover mode allows it, or when its
+// leaving owner's leave timeout has passed.
+func (p *planner) reconcile() {
+	var wants []learnerWant
+	for i := range p.tasks {
+		t := p.next[i]
+		if t.Active == "" {
+			continue
+		}
+		d := p.dest[i]
+		// Cold mode (a baseline for benchmarks) moves stateful tasks like
+		// stateless ones: the new owner restores before it serves.
+		if !p.tasks[i].Stateful || p.cfg.Handover == Cold {
+			if t.Revoke == nil && d != nil && d.id != t.Active {
+				p.startRevoke(i, d, p.moveReason(i))
+			}
+			continue
+		}
+		keep := ""
+		switch {
+		case t.Revoke != nil:
+			keep = t.Revoke.Target
+		case d != nil && d.id != t.Active:
+			keep = d.id
+		}
+		p.dropLearnersExcept(i, keep, reasonNotNeeded)
+		if t.Revoke != nil || keep == "" || p.hasStandby(i, keep) {
+			continue
+		}
+		owner := p.byID[t.Active]
+		wants = append(wants, learnerWant{task: i, m: d, existing: p.learnerOn(i, d.id), leaving: owner.leaving, pos: p.position(i, d)})
+	}
+	p.admitLearners(wants)
+	p.startRevokes()
+}
+
+// dropLearnersExcept removes task i's learners other than keep.
+func (p *planner) dropLearnersExcept(i int, keep, reason string) {
+	t := p.next[i]
+	if len(t.Learners) == 0 {
+		return
+	}
+	kept := t.Learners[:0]
+	for _, l := range t.Learners {
+		if l.Member == keep {
+			kept = append(kept, l)
+			continue
+		}
+		p.move(i, MoveLearnerDrop, "", l.Member, reason)
+	}
+	t.Learners = nilIfEmpty(kept)
+}
+
+// admitLearners keeps existing learners and adds new ones while the bounds
+// allow, in this order: existing learners, then the tasks of leaving
+// members, then destinations with the furthest local copy, then task ID.
+// Learners of tasks being revoked always stay. In stable mode new learners
+// start only when the previous round has finished, and form the next round.
+func (p *planner) admitLearners(wants []learnerWant) {
+	total := 0
+	for _, m := range p.members {
+		m.learners = 0
+	}
+	for i := range p.tasks {
+		if t := p.next[i]; t.Revoke != nil {
+			for _, l := range t.Learners {
+				p.byID[l.Member].learners++
+				total++
+			}
+		}
+	}
+	fits := func(m *member) bool {
+		return (p.cfg.MaxLearners <= 0 || total < p.cfg.MaxLearners) &&
+			(p.cfg.MaxLearnersPerMember <= 0 || m.learners < p.cfg.MaxLearnersPerMember)
+	}
+	slices.SortFunc(wants, func(a, b learnerWant) int {
+		if a.existing != b.existing {
+			return boolFirst(a.existing)
+		}
+		if a.leaving != b.leaving {
+			return boolFirst(a.leaving)
+		}
+		if c := cmp.Compare(b.pos, a.pos); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.task, b.task)
+	})
+	for _, w := range wants {
+		if !w.existing {
+			continue
+		}
+		if fits(w.m) {
+			w.m.learners++
+			total++
+			continue
+		}
+		p.dropLearnersExcept(w.task, "", reasonMaxLearners)
+	}
+	stable := p.cfg.Handover == Stable
+	if stable {
+		p.settleRound()
+		if p.round != nil {
+			return
+		}
+	}
+	for _, w := range wants {
+		if w.existing || !fits(w.m) {
+			continue
+		}
+		w.m.learners++
+		total++
+		t := p.next[w.task]
+		t.Learners = append(t.Learners, Learner{Member: w.m.id, Since: p.now})
+		p.learnerBorn[w.task] = true
+		p.move(w.task, MoveLearnerAdd, t.Active, w.m.id, p.moveReason(w.task))
+	}
+	if stable {
+		var ids []string
+		for i := range p.tasks {
+			if t := p.next[i]; t.Revoke == nil && len(t.Learners) > 0 {
+				ids = append(ids, p.tasks[i].ID)
+			}
+		}
+		if len(ids) > 0 {
+			p.round = &Round{ID: p.in.Current.Generation + 1, Started: p.now, Tasks: ids}
+		}
+	}
+}
+
+// boolFirst orders true before false for two different bools.
+func boolFirst(a bool) int {
+	if a {
+		return -1
+	}
+	return 1
+}
+
+// settleRound drops from the stable round the tasks whose move finished or
+// was cancelled (no learner and no revoke left) and ends the round when
+// none is left.
+func (p *planner) settleRound() {
+	r := p.round
+	if r == nil {
+		return
+	}
+	kept := r.Tasks[:0]
+	for _, id := range r.Tasks {
+		i, ok := p.byTask[id]
+		if !ok {
+			continue
+		}
+		if t := p.next[i]; t.Revoke != nil || len(t.Learners) > 0 {
+			kept = append(kept, id)
+		}
+	}
+	r.Tasks = kept
+	if len(kept) == 0 {
+		p.round = nil
+	}
+}
+
+// roundTasks marks the tasks of the stable round.
+func (p *planner) roundTasks() []bool {
+	if p.round == nil {
+		return nil
+	}
+	in := make([]bool, len(p.tasks))
+	for _, id := range p.round.Tasks {
+		in[p.byTask[id]] = true
+	}
+	return in
+}
+
+// roundReady reports whether the round's learners may be promoted: all of
+// them have caught up (or are being promoted), or the round has waited
+// Config.StableMaxWait. Each is still promoted only once caught up.
+func (p *planner) roundReady() bool {
+	r := p.round
+	if r == nil || !p.now.Before(r.Started.Add(p.cfg.StableMaxWait.D())) {
+		return true
+	}
+	for _, id := range r.Tasks {
+		i := p.byTask[id]
+		if t := p.next[i]; t.Revoke == nil && !p.learnerReady(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// learnerReady reports whether task i's learner appeared in a published
+// generation and has caught up.
+func (p *planner) learnerReady(i int) bool {
+	t := p.next[i]
+	return len(t.Learners) == 1 && !p.learnerBorn[i] && p.caughtUp(i, t.Learners[0].Member)
+}
+
+// startRevokes revokes each stateful task whose destination is warm and
+// caught up, if the handover mode allows, and each task of a leaving member
+// whose leave timeout passed, caught up or not.
+func (p *planner) startRevokes() {
+	ready := p.roundReady()
+	inRound := p.roundTasks()
+	for i := range p.tasks {
+		t := p.next[i]
+		d := p.dest[i]
+		if !p.tasks[i].Stateful || t.Active == "" || t.Revoke != nil || d == nil || d.id == t.Active {
+			continue
+		}
+		warm := (p.hasStandby(i, d.id) || p.wasStandby(i, d.id)) && p.caughtUp(i, d.id) || p.learnerOn(i, d.id) && p.learnerReady(i)
+		if warm && (ready || inRound == nil || !inRound[i]) {
+			p.startRevoke(i, d, p.moveReason(i))
+			continue
+		}
+		if owner := p.byID[t.Active]; owner.leaving && !p.now.Before(p.leaveDeadline(owner)) {
+			p.startRevoke(i, d, reasonLeaveTimeout)
+		}
+	}
+}
+
+// wasStandby reports whether m is a standby of task i in the current
+// assignment: its copy is warm even if this plan trimmed the entry.
+func (p *planner) wasStandby(i int, m string) bool {
+	return p.cur[i] != nil && slices.Contains(p.cur[i].Standbys, m)
+}
+
+func (p *planner) startRevoke(i int, to *member, reason string) {
+	t := p.next[i]
+	t.Revoke = &Revoke{Target: to.id, Since: p.now, Reason: reason}
+	p.move(i, MoveRevoke, t.Active, to.id, reason)
+}
+
+// moveReason is why task i moves: its owner leaves, or balance.
+func (p *planner) moveReason(i int) string {
+	if p.byID[p.next[i].Active].leaving {
+		return reasonLeave
+	}
+	return reasonBalance
+}

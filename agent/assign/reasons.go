@@ -1,0 +1,24 @@
+package assign
+
+// The vocabulary of Move.Reason and Revoke.Reason, listed in the package doc.
+const (
+	reasonBalance        = "balance"
+	reasonLeave          = "leave"
+	reasonLeaveTimeout   = "leave-timeout"
+	reasonUnowned        = "unowned"
+	reasonOwnerDead      = "owner-dead"
+	reasonReleased       = "released"
+	reasonReleaseTimeout = "release-timeout"
+	reasonNoMember       = "no-eligible-member"
+	reasonRemoved        = "removed-from-config"
+	reasonMemberDead     = "member-dead"
+	reasonMemberLeaving  = "member-leaving"
+	reasonTargetDead     = "target-dead"
+	reasonTargetLeaving  = "target-leaving"
+	reasonNotNeeded      = "not-needed"
+	reasonMaxLearners    = "max-learners"
+	reasonStandbys       = "standbys"
+	reasonTooMany        = "too-many"
+	reasonStateless      = "stateless"
+	reasonIsActive       = "is-active"
+)
