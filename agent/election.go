@@ -107,11 +107,6 @@ func (a *Agent) leaseValue() []byte {
 // runElection campaigns for the lease until ctx ends, and leads whenever it
 // holds it.
 func (a *Agent) runElection(ctx context.Context) error {
-	w, err := a.kv.Watch(ctx, keyLease)
-	if err != nil {
-		return fmt.Errorf("watch leader lease: %w", err)
-	}
-	defer w.Stop()
 	ttl := a.config().SessionTimeout.D()
 	for ctx.Err() == nil {
 		rev, err := a.kv.Create(ctx, keyLease, a.leaseValue(), jetstream.KeyTTL(ttl))
@@ -122,36 +117,43 @@ func (a *Agent) runElection(ctx context.Context) error {
 				a.log.Warn().Err(err).Msg("stopped leading")
 			}
 		case errors.Is(err, jetstream.ErrKeyExists):
-			// Someone leads: wait until the lease is deleted or expires.
-			if !waitLeaseGone(ctx, w) {
-				return nil
-			}
+			a.waitLeaseGone(ctx) // someone leads
 		default:
-			if ctx.Err() != nil {
-				return nil
-			}
-			a.log.Warn().Err(err).Msg("campaign for leader lease failed; retrying")
-			if !sleepCtx(ctx, ttl/4) {
-				return nil
+			if ctx.Err() == nil {
+				a.log.Warn().Err(err).Msg("campaign for leader lease failed; retrying")
+				sleepCtx(ctx, ttl/4)
 			}
 		}
 	}
 	return nil
 }
 
-// waitLeaseGone drains lease updates until the lease is deleted or purged.
-// It reports false when ctx ended.
-func waitLeaseGone(ctx context.Context, w jetstream.KeyWatcher) bool {
+// waitLeaseGone returns once the lease is deleted or expires (or may have:
+// when the watch ends, campaigning again is how to find out), or ctx ends.
+func (a *Agent) waitLeaseGone(ctx context.Context) {
+	w, err := a.kv.Watch(ctx, keyLease)
+	if err != nil {
+		sleepCtx(ctx, 250*time.Millisecond)
+		return
+	}
+	defer func() { _ = w.Stop() }()
+	held := false
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return
 		case e, ok := <-w.Updates():
 			if !ok {
-				return false
+				return
 			}
-			if e != nil && e.Operation() != jetstream.KeyValuePut {
-				return true
+			switch {
+			case e == nil && !held:
+				return // no lease now: campaign
+			case e == nil:
+			case e.Operation() != jetstream.KeyValuePut:
+				return
+			default:
+				held = true
 			}
 		}
 	}

@@ -85,33 +85,24 @@ func (a *Agent) record() memberRecord {
 
 // runConfigWatch follows changes of the group config ('handoff group set').
 func (a *Agent) runConfigWatch(ctx context.Context) error {
-	w, err := a.kv.Watch(ctx, keyConfig, jetstream.UpdatesOnly())
-	if err != nil {
-		return fmt.Errorf("watch group config: %w", err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			var cfg assign.Config
-			if err := json.Unmarshal(e.Value(), &cfg); err != nil {
-				a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable group config")
-				continue
-			}
-			if err := a.setConfig(cfg); err != nil {
-				a.log.Error().Err(err).Msg("ignoring invalid group config")
-				continue
-			}
-			a.log.Info().Uint64(fRevision, e.Revision()).Msg("group config changed")
-			a.kickLeader()
+	a.watchKey(ctx, keyConfig, func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			return
 		}
-	}
+		var cfg assign.Config
+		if err := json.Unmarshal(e.Value(), &cfg); err != nil {
+			a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable group config")
+			return
+		}
+		if len(a.config().Diff(cfg)) == 0 {
+			return // the config in force (the watch starts with it)
+		}
+		if err := a.setConfig(cfg); err != nil {
+			a.log.Error().Err(err).Msg("ignoring invalid group config")
+			return
+		}
+		a.log.Info().Uint64(fRevision, e.Revision()).Msg("group config changed")
+		a.kickLeader()
+	})
+	return nil
 }

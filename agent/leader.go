@@ -40,16 +40,15 @@ func (a *Agent) lead(ctx context.Context, l *lease) error {
 	if err != nil {
 		return err
 	}
-	mw, err := a.kv.Watch(ctx, prefixMember+">")
+	mw, err := a.watchMembers(ctx, st)
 	if err != nil {
-		return fmt.Errorf("watch members: %w", err)
-	}
-	defer mw.Stop()
-	// Plan only on a complete view of the members: the watcher delivers
-	// every current record, then a nil marker.
-	if err := readInitialMembers(ctx, mw, st.members); err != nil {
 		return err
 	}
+	defer func() {
+		if mw != nil {
+			_ = mw.Stop()
+		}
+	}()
 	st.track()
 	a.awaiting.Store(st.awaiting())
 	a.log.Info().Uint64(fGeneration, st.current.Generation).Int("members", len(st.members)).Msg("leading")
@@ -88,7 +87,12 @@ func (a *Agent) lead(ctx context.Context, l *lease) error {
 				return nil
 			case e, ok := <-mw.Updates():
 				if !ok {
-					return errors.New("members watch closed")
+					// The watch ended with its connection: watch again
+					// and plan on a fresh, complete view.
+					if mw, err = a.watchMembers(ctx, st); err != nil {
+						return err
+					}
+					break wait
 				}
 				if applyMemberUpdate(st.members, e) {
 					break wait
@@ -104,7 +108,7 @@ func (a *Agent) lead(ctx context.Context, l *lease) error {
 			select {
 			case e, ok := <-mw.Updates():
 				if !ok {
-					return errors.New("members watch closed")
+					break drain // the wait above watches again
 				}
 				applyMemberUpdate(st.members, e)
 			case <-a.leaderKick:
@@ -361,6 +365,27 @@ func readEntry(ctx context.Context, kv jetstream.KeyValue, member string, rev ui
 		return nil, memberEntry{}, fmt.Errorf("decode entry of %s at revision %d: %w", member, rev, err)
 	}
 	return e.Value(), me, nil
+}
+
+// watchMembers watches the member records and fills st.members with a
+// complete view: the watcher delivers every current record, then a nil
+// marker. The leader plans only on a complete view.
+func (a *Agent) watchMembers(ctx context.Context, st *leaderState) (jetstream.KeyWatcher, error) {
+	for {
+		mw, err := a.kv.Watch(ctx, prefixMember+">")
+		if err == nil {
+			clear(st.members)
+			if err = readInitialMembers(ctx, mw, st.members); err == nil {
+				return mw, nil
+			}
+			_ = mw.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		a.log.Warn().Err(err).Msg("watch members failed; retrying")
+		sleepCtx(ctx, 250*time.Millisecond)
+	}
 }
 
 // readInitialMembers fills members from a fresh watcher until its nil

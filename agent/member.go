@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,35 +22,20 @@ type desired struct {
 // runMember follows the generation record and applies this member's part
 // of every new generation.
 func (a *Agent) runMember(ctx context.Context) error {
-	w, err := a.kv.Watch(ctx, keyGen)
-	if err != nil {
-		return fmt.Errorf("watch generations: %w", err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			var g genRecord
-			if err := json.Unmarshal(e.Value(), &g); err != nil {
-				a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
-				continue
-			}
-			if err := a.applyGeneration(ctx, g); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				a.log.Error().Err(err).Uint64(fGeneration, g.Generation).Msg("apply generation")
-			}
+	a.watchKey(ctx, keyGen, func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			return
 		}
-	}
+		var g genRecord
+		if err := json.Unmarshal(e.Value(), &g); err != nil {
+			a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
+			return
+		}
+		if err := a.applyGeneration(ctx, g); err != nil && ctx.Err() == nil {
+			a.log.Error().Err(err).Uint64(fGeneration, g.Generation).Msg("apply generation")
+		}
+	})
+	return nil
 }
 
 // applyGeneration reads this member's entry of g and reconciles the task
