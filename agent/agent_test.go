@@ -123,3 +123,22 @@ func TestSingleLeader(t *testing.T) {
 		t.Errorf("%d members lead, want 1", leaders)
 	}
 }
+
+// TestMemberWithoutTasksJoins checks that a member that gets no task (the
+// group is balanced without it) still becomes a member and ready.
+func TestMemberWithoutTasksJoins(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0..1", ""))
+	c.start("m1")
+	c.start("m2")
+	waitFor(t, 20*time.Second, "balanced", func() error { return balanced(c.view(), "m1", "m2") })
+	m3 := c.start("m3")
+	waitFor(t, 20*time.Second, "m3 a member with nothing to do", func() error {
+		if err := m3.a.Ready(); err != nil {
+			return err
+		}
+		if v := m3.a.Assignment(); v.State != httpapi.StateMember {
+			return fmt.Errorf("m3 state %q", v.State)
+		}
+		return nil
+	})
+}

@@ -143,7 +143,13 @@ func (a *Agent) planAndPublish(ctx context.Context, l *lease, st *leaderState) (
 	res := assign.Plan(in)
 	a.metrics.planSeconds.Observe(time.Since(t0).Seconds())
 	if !res.Changed {
-		return res.NextDeadline, nil
+		if st.current.Generation > 0 && sameKeys(st.entries, ids) {
+			return res.NextDeadline, nil
+		}
+		// Nothing moves, but a member joined or left (or the group is new):
+		// a new generation gives every live member its entry, so that a
+		// newcomer knows it is a member even with no task for it.
+		res.Assignment.Generation = st.current.Generation + 1
 	}
 	if err := a.publish(ctx, l, st, res, ids); err != nil {
 		return time.Time{}, err
@@ -456,4 +462,17 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// sameKeys reports whether m's keys are exactly ids.
+func sameKeys[V any](m map[string]V, ids []string) bool {
+	if len(m) != len(ids) {
+		return false
+	}
+	for _, id := range ids {
+		if _, ok := m[id]; !ok {
+			return false
+		}
+	}
+	return true
 }

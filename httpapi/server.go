@@ -233,14 +233,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="handoff"`)
 			s.writeError(w, r, http.StatusUnauthorized, CodeUnauthorized,
-				`this agent requires a token: send "Authorization: Bearer <token>" (the agent's --token)`)
+				`this agent requires a token: send "Authorization: Bearer <token>" (the agent's --api-token)`)
 			return
 		}
 		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
 		if subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="handoff", error="invalid_token"`)
 			s.writeError(w, r, http.StatusUnauthorized, CodeUnauthorized,
-				"the bearer token does not match the agent's --token")
+				"the bearer token does not match the agent's --api-token")
 			return
 		}
 		next.ServeHTTP(w, r)

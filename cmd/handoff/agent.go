@@ -41,17 +41,19 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	nc, stopNATS, err := dialOrEmbed(cfg, log)
+	if err != nil {
+		return err
+	}
+	// Deferred calls run in reverse: the member record goes first, then
+	// the local state is closed, then NATS.
+	defer stopNATS()
+
 	store, err := statestore.Open(filepath.Join(cfg.DataDir, "state"), statestore.Options{Logger: log.With().Str("component", "pebble").Logger()})
 	if err != nil {
 		return fmt.Errorf("open local state in %s: %w", cfg.DataDir, err)
 	}
 	defer closeLogged(log, "local state", store.Close)
-
-	nc, stopNATS, err := dialOrEmbed(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer stopNATS()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

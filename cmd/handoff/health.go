@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+func init() {
+	register("health", "probe an agent's /healthz or /readyz; exit status 0 when it answers 200", runHealth)
+}
+
+// defaultAPIAddr is the address of the agent's API when none is given:
+// HANDOFF_LISTEN if set (the container's own agent), else the default
+// --listen.
+func defaultAPIAddr(getenv func(string) string) string {
+	if a := getenv(envName("listen")); a != "" {
+		return a
+	}
+	return DefaultConfig().Listen
+}
+
+// dialableAddr turns a listen address into one a client can reach: a
+// wildcard host (0.0.0.0, ::, empty) means the loopback address.
+func dialableAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// runHealth is for container probes, where there may be no curl (the
+// image is distroless): it GETs /healthz (or /readyz) and fails unless the
+// answer is 200.
+func runHealth(ctx context.Context, args []string, e *env) error {
+	fs := flag.NewFlagSet("health", flag.ContinueOnError)
+	fs.SetOutput(e.stdout)
+	addr := fs.String("addr", defaultAPIAddr(e.getenv), "`address` of the agent's API; HANDOFF_LISTEN, if set, is the default")
+	ready := fs.Bool("ready", false, "probe /readyz (joined the group, NATS connected) instead of /healthz (the API serves)")
+	timeout := fs.Duration("timeout", 3*time.Second, "fail if there is no answer within this `long`")
+	fs.Usage = func() {
+		fmt.Fprint(e.stdout, `Usage: handoff health [--addr HOST:PORT] [--ready] [--timeout D]
+
+Probes the agent's API for a container health check, liveness, readiness or
+startup probe: exit status 0 when /healthz (or /readyz with --ready) answers
+200, 1 otherwise. No token is needed.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("health: unexpected argument %q; see 'handoff health --help'", fs.Arg(0))
+	}
+	path := "/healthz"
+	if *ready {
+		path = "/readyz"
+	}
+	url := "http://" + dialableAddr(*addr) + path
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("health: %w", err)
+	}
+	// No proxy: the agent is local, and HTTP_PROXY in a container must not
+	// turn a probe into a call elsewhere.
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("health: %s: %w (is the agent running with --listen %s?)", url, err, *addr)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("health: %s answered %d: %s", url, resp.StatusCode, apiMessage(body))
+	}
+	fmt.Fprintf(e.stdout, "%s: %s\n", url, strings.TrimSpace(string(body)))
+	return nil
+}
+
+// apiMessage is the message of an API error body, or the body itself.
+func apiMessage(body []byte) string {
+	var apiErr struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &apiErr) == nil && apiErr.Message != "" {
+		return apiErr.Message
+	}
+	return strings.TrimSpace(string(body))
+}
