@@ -57,6 +57,9 @@ type Options struct {
 	Logger   zerolog.Logger
 	// Registerer receives the agent's metrics; nil means none.
 	Registerer prometheus.Registerer
+	// Snapshots configure the snapshots this member takes of the tasks it
+	// owns (snapshot.go); the zero value takes them with the defaults.
+	Snapshots SnapshotOptions
 }
 
 // Agent is one member's sidecar. Open it, Run it, Close it.
@@ -67,6 +70,7 @@ type Agent struct {
 	js          jetstream.JetStream
 	kv          jetstream.KeyValue
 	clog        *changelog.Log
+	snaps       *snapshotter
 	store       *statestore.Store
 	metrics     *metrics
 	progress    *progressBook
@@ -134,6 +138,10 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	if err != nil {
 		return nil, err
 	}
+	snaps, err := openSnapshots(ctx, js, opts)
+	if err != nil {
+		return nil, err
+	}
 	a := &Agent{
 		opts:        opts,
 		log:         opts.Logger.With().Str(fMember, opts.MemberID).Logger(),
@@ -141,6 +149,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		js:          js,
 		kv:          kv,
 		clog:        clog,
+		snaps:       snaps,
 		store:       store,
 		metrics:     newMetrics(opts.Registerer),
 		incarnation: newIncarnation(),
@@ -185,6 +194,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.runConfigWatch(gctx) })
 	g.Go(func() error { return a.runMember(gctx) })
 	g.Go(func() error { return a.runElection(gctx) })
+	g.Go(func() error { return a.runSnapshots(gctx) })
 	err := g.Wait()
 	a.stopAllTasks()
 	if errors.Is(err, context.Canceled) {

@@ -86,6 +86,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 		return httpapi.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but not applied locally (%v); the task restarts from the changelog", httpapi.ErrUnavailable, seq, id, err)
 	}
 	t.applied.Store(seq)
+	a.snapshotCommitted(id, t.epoch)
 	a.metrics.commits.Inc()
 	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))
 	a.metrics.commitSeconds.Observe(time.Since(t0).Seconds())

@@ -24,7 +24,11 @@ func (a *Agent) Group(ctx context.Context) (httpapi.GroupView, error) {
 	if err != nil {
 		return gv, err
 	}
-	return gv, fillSnapshots(ctx, a.snaps.bucket, &gv, time.Now())
+	if err := fillSnapshots(ctx, a.snaps.bucket, &gv, time.Now()); err != nil {
+		// The group's view is still worth showing without them.
+		a.log.Warn().Err(err).Msg("list snapshots for /group")
+	}
+	return gv, nil
 }
 
 // ReadGroup builds the group's view from its KV bucket: the leader, the

@@ -95,6 +95,7 @@ func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 			Tail:       true,
 			OnProgress: func(p restore.Progress) { a.onProgress(t, p) },
 			Logger:     a.log,
+			Snapshots:  a.snaps.bucket,
 		})
 		t.replayer.Store(r)
 		err := r.Run(ctx)
@@ -190,6 +191,7 @@ func (a *Agent) catchUpCount(ctx context.Context, t *task) (uint64, error) {
 		Task:       t.id,
 		OnProgress: func(p restore.Progress) { a.onProgress(t, p) },
 		Logger:     a.log,
+		Snapshots:  a.snaps.bucket,
 	})
 	t.replayer.Store(r)
 	err := r.Run(ctx)

@@ -1,6 +1,8 @@
 // Package restore replays a task's changelog into the local store: from the
 // store's applied sequence to the end, or on and on while the member is a
-// learner or a standby (tailing), reporting its progress as it goes.
+// learner or a standby (tailing), reporting its progress as it goes. When
+// the store has nothing of the task, or the changelog was trimmed past its
+// copy, it loads the task's snapshot first (snapshot.go).
 package restore
 
 import (
@@ -13,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/snapshot"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -60,6 +63,10 @@ type Options struct {
 	// progress. It must not block long: Run waits for it.
 	OnProgress func(Progress)
 	Logger     zerolog.Logger
+	// Snapshots, if set, is the group's snapshot bucket: Run loads a
+	// snapshot when the store has nothing of the task or when the
+	// changelog was trimmed past its copy (see snapshot.go).
+	Snapshots *snapshot.Bucket
 }
 
 // Progress is how far a Replayer has come.
@@ -104,6 +111,7 @@ type Replayer struct {
 	running  bool
 	done     bool
 	runErr   error
+	loaded   snapshot.Info // the snapshot Run loaded, if any
 }
 
 // New returns a Replayer of opts.Task's changelog in log into store.
@@ -171,13 +179,16 @@ func (r *Replayer) publish(p Progress) {
 	r.mu.Unlock()
 }
 
-// Run replays the task's changelog from the store's applied sequence + 1.
+// Run replays the task's changelog from the store's applied sequence + 1,
+// or from a snapshot it loads first (see snapshot.go).
 // Without Tail it returns nil once it has applied everything that was on the
 // subject when it reached the end; with Tail it keeps applying new messages
 // until ctx ends, then returns nil. A message that does not decode stops Run
 // with an error naming the task and sequence; nothing of it is applied, and
-// everything before it is. Cancelling ctx of a Run without Tail returns
-// ctx's error; what was received is applied first either way.
+// everything before it is. A changelog trimmed past the copy stops Run with
+// an error wrapping ErrGap unless a snapshot bridges it. Cancelling ctx of a
+// Run without Tail returns ctx's error; what was received is applied first
+// either way.
 func (r *Replayer) Run(ctx context.Context) (err error) {
 	r.mu.Lock()
 	if r.running {
@@ -194,10 +205,18 @@ func (r *Replayer) Run(ctx context.Context) (err error) {
 		r.mu.Unlock()
 	}()
 
-	run, err := r.start(ctx)
-	if err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		if err := r.prepare(ctx); err != nil {
+			return err
+		}
+		run, err := r.start(ctx)
+		if err != nil {
+			return err
+		}
+		err = run.loop(ctx)
+		run.stop()
+		if !r.restartOnGap(ctx, err, attempt) {
+			return err
+		}
 	}
-	defer run.stop()
-	return run.loop(ctx)
 }

@@ -198,6 +198,12 @@ func (u *run) add(msg jetstream.Msg) error {
 	if seq <= u.received {
 		return nil // redelivered: already have it
 	}
+	if err := u.checkChain(msg, seq); err != nil {
+		if ferr := u.flush(); ferr != nil {
+			return ferr
+		}
+		return err
+	}
 	data := msg.Data()
 	e, err := u.dec.Decode(data)
 	if err != nil {

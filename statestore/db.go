@@ -28,6 +28,8 @@ type Store struct {
 	db    *pebble.DB
 	lock  *pebble.Lock
 	write *pebble.WriteOptions
+	fs    vfs.FS
+	dir   string // the database's directory on fs
 
 	// mu guards closed: methods hold it shared so Close waits for them.
 	mu     sync.RWMutex
@@ -81,7 +83,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Sync {
 		write = pebble.Sync
 	}
-	return &Store{db: db, lock: lock, write: write}, nil
+	s := &Store{db: db, lock: lock, write: write, fs: fs, dir: dir}
+	if err := s.dropIncompleteLoads(opts.Logger); err != nil {
+		_ = db.Close()
+		_ = lock.Close()
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	return s, nil
 }
 
 // isLockConflict tells whether err from pebble.LockDirectory means someone
@@ -380,6 +388,9 @@ func (s *Store) Drop(task string) error {
 		return fmt.Errorf("drop task %q: %w", task, err)
 	}
 	if err := b.Delete(metaKey(task), nil); err != nil {
+		return fmt.Errorf("drop task %q: %w", task, err)
+	}
+	if err := b.Delete(loadingKey(task), nil); err != nil {
 		return fmt.Errorf("drop task %q: %w", task, err)
 	}
 	if err := b.Commit(s.write); err != nil {

@@ -8,8 +8,9 @@ import (
 
 // Key layout. Every Pebble key starts with a one-byte space tag:
 //
-//	data: 'd' | uvarint(len(task)) | task | user key
-//	meta: 'm' | task
+//	data:    'd' | uvarint(len(task)) | task | user key
+//	meta:    'm' | task
+//	loading: 'l' | task   (a snapshot load in progress: snapshot.go)
 //
 // The length prefix makes a task's data prefix prefix-free: no other task's
 // data key can start with it, so one task's keyspace is exactly the range

@@ -69,6 +69,7 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 		Replicas:     cfg.NATS.Replicas,
 		Logger:       log,
 		Registerer:   reg,
+		Snapshots:    cfg.Snapshots,
 	})
 	cancel()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/snapshot"
 )
 
 // Config is everything 'handoff agent' is configured by. Every setting has
@@ -35,6 +36,12 @@ type Config struct {
 	APIToken  string
 
 	NATS nats
+
+	// Snapshots configure the snapshots this member takes of the tasks it
+	// owns; SnapshotsOn is their on/off switch (Snapshots.Disabled is set
+	// from it, so that the flag reads positively).
+	Snapshots   agent.SnapshotOptions
+	SnapshotsOn bool
 
 	// GroupConfig is this member's proposal for the group's config.
 	GroupConfig assign.Config
@@ -69,8 +76,15 @@ func DefaultConfig() Config {
 		Capacity:    1,
 		NATS:        nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
 		GroupConfig: assign.DefaultConfig(),
-		LogLevel:    "info",
-		LogFormat:   "auto",
+		SnapshotsOn: true,
+		Snapshots: agent.SnapshotOptions{
+			Every:    agent.DefaultSnapshotEvery,
+			Interval: agent.DefaultSnapshotInterval,
+			Keep:     snapshot.DefaultKeep,
+			Margin:   snapshot.DefaultMargin,
+		},
+		LogLevel:  "info",
+		LogFormat: "auto",
 	}
 }
 
@@ -141,6 +155,13 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.NATS.EmbeddedListen, "embedded-nats-listen", c.NATS.EmbeddedListen, "`address` of the embedded NATS server (when --nats is empty)")
 	fs.BoolVar(&c.NATS.SyncAlways, "nats-sync-always", c.NATS.SyncAlways, "embedded NATS fsyncs every write (durable on power loss; slower)")
 	fs.IntVar(&c.NATS.Replicas, "replicas", c.NATS.Replicas, "JetStream `replicas` of the changelog and KV bucket (3 on a 3-node cluster)")
+
+	sn := &c.Snapshots
+	fs.BoolVar(&c.SnapshotsOn, "snapshots", c.SnapshotsOn, "take snapshots of owned tasks and trim their changelogs (--snapshots=false to stop)")
+	fs.Uint64Var(&sn.Every, "snapshot-every", sn.Every, "snapshot an owned task after this many `commits` to it here")
+	fs.DurationVar(&sn.Interval, "snapshot-interval", sn.Interval, "replace a task's snapshot this `old` if the task changed since")
+	fs.IntVar(&sn.Keep, "snapshot-keep", sn.Keep, "`snapshots` kept per task; the changelog is trimmed below the oldest")
+	fs.Uint64Var(&sn.Margin, "snapshot-margin", sn.Margin, "changelog `messages` kept below the oldest kept snapshot")
 
 	g := &c.GroupConfig
 	fs.Var(specValue{&g.Stateful}, "tasks", "stateful task `IDs`: comma-separated, ranges like orders-0..63")
@@ -255,6 +276,7 @@ func loadConfig(args []string, getenv func(string) string, usageOut io.Writer) (
 		lc.set[name] = true
 	}
 	lc.ConfigFile = path
+	lc.Snapshots.Disabled = !lc.SnapshotsOn
 	if lc.Advertise == "" {
 		lc.Advertise = lc.Listen
 	}

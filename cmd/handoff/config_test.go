@@ -302,6 +302,7 @@ func TestEverySettingHasOneName(t *testing.T) {
 		"nats-creds": "/c.creds", "nats-password": "pw", "nats-sync-always": "true", "nats-tls-ca": "/ca.pem",
 		"nats-user": "u", "release-timeout": "3s", "replicas": "3", "session-timeout": "9s",
 		"stable-max-wait": "50s", "standbys": "2", "stateless-tasks": "s-0..1", "tasks": "t-0..3", "zone": "z",
+		"snapshot-every": "500", "snapshot-interval": "5m0s", "snapshot-keep": "3", "snapshot-margin": "77", "snapshots": "false",
 		"nats-tls-cert": "", "nats-tls-key": "", // go together: set below
 		"config": "", "print-config": "", // not settings of the file
 	}

@@ -33,7 +33,8 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 	fs.Usage = func() {
 		fmt.Fprint(e.stdout, "Usage: handoff status [--group NAME] [--nats URL] [--watch] [--json]\n\n"+
 			"Reads the group from NATS: leader, generation, members and their states,\n"+
-			"tasks per member, and learners with progress and ETA.\n\nFlags:\n")
+			"tasks per member, learners with progress and ETA, and each task's newest\n"+
+			"snapshot (changelog sequence and age).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -65,6 +66,9 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 	for {
 		gv, err := agent.ReadGroup(ctx, kv, cf.group, book.recent(3*time.Second))
 		if err != nil {
+			return err
+		}
+		if err := agent.ReadSnapshots(ctx, js, &gv, time.Now()); err != nil {
 			return err
 		}
 		if *asJSON {
@@ -170,6 +174,8 @@ func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
 		tw.Flush()
 	}
 
+	renderSnapshots(w, gv)
+
 	fmt.Fprintln(w, "\nTASKS BY MEMBER")
 	byMember := map[string][]string{}
 	for _, t := range gv.Tasks {
@@ -192,6 +198,23 @@ func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
 		fmt.Fprintf(w, "  %-12s %s\n", o, strings.Join(byMember[o], " "))
 	}
 	fmt.Fprintf(w, "  (* stateless)   %s\n", now.Format(time.TimeOnly))
+}
+
+// renderSnapshots lists each stateful task's newest snapshot.
+func renderSnapshots(w io.Writer, gv httpapi.GroupView) {
+	fmt.Fprintln(w, "\nSNAPSHOTS")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSEQ\tAGE")
+	for _, t := range gv.Tasks {
+		switch {
+		case !t.Stateful:
+		case t.SnapshotSeq == 0:
+			fmt.Fprintf(tw, "%s\t-\t-\n", t.ID)
+		default:
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", t.ID, t.SnapshotSeq, t.SnapshotAge.Round(time.Second))
+		}
+	}
+	tw.Flush()
 }
 
 // progressFraction is how much of its restore a learner has done.

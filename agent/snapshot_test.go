@@ -1,0 +1,218 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+// startSnapshotting starts member id like cluster.start, with snapshot
+// options.
+func (c *cluster) startSnapshotting(id string, snaps agent.SnapshotOptions) *member {
+	c.t.Helper()
+	m := &member{id: id, dir: filepath.Join(c.t.TempDir(), id)}
+	c.members[id] = m
+	var err error
+	m.nc, err = nats.Connect(c.srv.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		c.t.Fatalf("connect %s: %v", id, err)
+	}
+	if m.store, err = statestore.Open(m.dir, statestore.Options{}); err != nil {
+		c.t.Fatalf("open store of %s: %v", id, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m.a, err = agent.Open(ctx, m.nc, m.store, agent.Options{
+		Group: c.group, MemberID: id, Config: c.cfg, Logger: c.logger(id), Snapshots: snaps,
+	})
+	if err != nil {
+		c.t.Fatalf("open agent %s: %v", id, err)
+	}
+	if c.kv == nil {
+		if c.kv, err = c.js.KeyValue(ctx, agent.BucketName(c.group)); err != nil {
+			c.t.Fatalf("open bucket: %v", err)
+		}
+	}
+	runCtx, runCancel := context.WithCancel(context.Background())
+	m.cancel = runCancel
+	m.done = make(chan error, 1)
+	go func() { m.done <- m.a.Run(runCtx) }()
+	return m
+}
+
+// snapshotsOf lists task's snapshots in the group's bucket.
+func (c *cluster) snapshotsOf(task string) []snapshot.Info {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := snapshot.OpenExisting(ctx, c.js, c.group)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	snaps, err := b.List(ctx, task)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return snaps
+}
+
+// firstSeq returns the sequence of the first message left on task's
+// changelog subject.
+func (c *cluster) firstSeq(task string) uint64 {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := c.js.Stream(ctx, changelog.StreamName(c.group))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(changelog.Subject(c.group, task)))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return m.Sequence
+}
+
+// requireExactCounts checks a member's copy of a counting task against its
+// checkpoint: the worker's input is a function of the position.
+func requireExactCounts(t *testing.T, s *statestore.Store, task string) {
+	t.Helper()
+	m, ok, err := s.Meta(task)
+	if err != nil || !ok || len(m.Checkpoint) != 8 {
+		t.Fatalf("meta of %s = %+v, %v, %v; want a checkpoint", task, m, ok, err)
+	}
+	n := binary.BigEndian.Uint64(m.Checkpoint)
+	want := map[string]uint64{}
+	for i := range n {
+		want[inputKey(task, i)]++
+	}
+	kvs, err := s.Scan(task, statestore.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kvs) != len(want) {
+		t.Errorf("%s has %d keys, want %d", task, len(kvs), len(want))
+	}
+	for _, kv := range kvs {
+		if got, w := string(kv.Value), strconv.FormatUint(want[string(kv.Key)], 10); got != w {
+			t.Errorf("%s: count of %s = %s, want %s (input up to %d)", task, kv.Key, got, w, n)
+		}
+	}
+}
+
+// TestSnapshotsTrimAndTheNextOwnerLoadsOne runs a counting worker on a
+// member that snapshots every 25 commits: snapshots appear by themselves,
+// the changelog is trimmed, /group shows them, and when the member leaves,
+// the next owner restores from a snapshot (the trimmed changelog alone
+// would not do) with exact counts, and snapshots the task in its turn.
+func TestSnapshotsTrimAndTheNextOwnerLoadsOne(t *testing.T) {
+	cfg := testConfig("s0", "")
+	cfg.ReleaseTimeout = cfgDuration(30 * time.Second)
+	c := newCluster(t, cfg)
+	opts := agent.SnapshotOptions{Every: 25, Check: time.Hour, Keep: 1, Margin: 10}
+	m1 := c.startSnapshotting("m1", opts)
+	w1 := c.startWorker("m1")
+	firstSeq := uint64(0)
+	waitFor(t, 20*time.Second, "two snapshots of s0 and a trimmed changelog", func() error {
+		snaps := c.snapshotsOf("s0")
+		if len(snaps) == 0 || snaps[0].Keys == 0 {
+			return fmt.Errorf("snapshots %v", snaps)
+		}
+		if firstSeq == 0 {
+			firstSeq = snaps[0].Seq
+		}
+		if snaps[0].Seq == firstSeq {
+			return errors.New("one snapshot so far")
+		}
+		if f := c.firstSeq("s0"); f <= 1 {
+			return fmt.Errorf("changelog of s0 starts at %d", f)
+		}
+		if len(snaps) != 1 { // 2 only while a new one is being stored
+			return fmt.Errorf("%d snapshots kept, want 1 (Keep: 1)", len(snaps))
+		}
+		return nil
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gv, err := m1.a.Group(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gt := range gv.Tasks {
+		if gt.ID == "s0" && (gt.SnapshotSeq < firstSeq || gt.SnapshotAge < 0 || gt.SnapshotAge > time.Minute) {
+			t.Errorf("/group shows s0's snapshot at seq %d, age %s; want at least %d, recent", gt.SnapshotSeq, gt.SnapshotAge, firstSeq)
+		}
+	}
+	read := c.view()
+	if err := agent.ReadSnapshots(ctx, c.js, &read, time.Now()); err != nil || read.Tasks[0].SnapshotSeq < firstSeq {
+		t.Errorf("ReadSnapshots = %v, task %+v; want s0's snapshot", err, read.Tasks[0])
+	}
+
+	// m1 leaves: s0 moves to m2, a newcomer, which must load a snapshot.
+	c.startSnapshotting("m2", opts)
+	w2 := c.startWorker("m2")
+	if _, err := m1.a.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m1.a.WaitDone(ctx); err != nil {
+		t.Fatalf("m1 not done after leave: %v", err)
+	}
+	w1.stop()
+	var m2snap uint64
+	waitFor(t, 30*time.Second, "s0 on m2, committing and snapshotted by m2", func() error {
+		gv := c.view()
+		if gv.Tasks[0].Active != "m2" {
+			return fmt.Errorf("s0 on %q", gv.Tasks[0].Active)
+		}
+		if err := w2.running(gv); err != nil {
+			return err
+		}
+		snaps := c.snapshotsOf("s0")
+		if len(snaps) == 0 || snaps[0].Epoch != gv.Tasks[0].Epoch {
+			return fmt.Errorf("no snapshot at m2's epoch %d yet: %v", gv.Tasks[0].Epoch, snaps)
+		}
+		m2snap = snaps[0].Seq
+		return nil
+	})
+	w2.stop()
+	m2 := c.members["m2"]
+	if tv := m2.a.Assignment().Tasks; len(tv) != 1 || tv[0].Role != httpapi.RoleActive {
+		t.Fatalf("m2's view %+v, want s0 active", tv)
+	}
+	requireExactCounts(t, m2.store, "s0")
+	if m, _, _ := m2.store.Meta("s0"); m.Applied < m2snap {
+		t.Errorf("m2 applied %d, below its own snapshot at %d", m.Applied, m2snap)
+	}
+}
+
+// TestSnapshotOnlyByTheActiveOwner: the step refuses tasks this member
+// does not own.
+func TestSnapshotOnlyByTheActiveOwner(t *testing.T) {
+	c := newCluster(t, testConfig("s0", "x0"))
+	m := c.startSnapshotting("m1", agent.SnapshotOptions{Disabled: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, task := range []string{"x0", "nope"} {
+		if _, err := m.a.Snapshot(ctx, task); err == nil {
+			t.Errorf("Snapshot(%s) = nil error, want a refusal", task)
+		}
+	}
+	if n := m.a.SnapshotDue(ctx); n != 0 {
+		t.Errorf("SnapshotDue with nothing committed = %d, want 0", n)
+	}
+}
