@@ -63,6 +63,13 @@ func BenchmarkPlannedHandoff(b *testing.B) {
 	ev, _ := w1.snapshot()
 	events = append(events, ev...)
 	pauses := handoffPauses(events)
+	if testing.Verbose() {
+		for _, r := range events {
+			if r.Type == client.EventRelease || r.Type == client.EventStart {
+				b.Logf("%s %s %s e%d", r.Time.Format("15:04:05.000000"), r.Type, r.Task, r.Epoch)
+			}
+		}
+	}
 	sort.Slice(pauses, func(i, j int) bool { return pauses[i] < pauses[j] })
 	if len(pauses) == 0 {
 		b.Fatal("no hand-off recorded")

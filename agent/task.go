@@ -114,6 +114,8 @@ func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 // on what the store has applied, catching up first whenever the fence says
 // the copy is behind. Only then may the worker commit.
 func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoffSeq uint64, handoffAt time.Time) {
+	t0 := time.Now()
+	var tWait, tStop time.Duration
 	if prev != nil {
 		// A tailer that is current applies the previous owner's last
 		// commit within moments; a new consumer would cost more.
@@ -122,9 +124,15 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			_ = r.WaitApplied(wctx, handoffSeq) // on failure the fenced loop below catches up
 			cancel()
 		}
+		tWait = time.Since(t0)
 		prev.stop()
 		prev.wait()
+		tStop = time.Since(t0) - tWait
 	}
+	defer func() {
+		a.log.Debug().Str(fTask, t.id).Dur("waitTailer", tWait).Dur("stopTailer", tStop).
+			Dur("total", time.Since(t0)).Msg("activation timings")
+	}()
 	if !t.stateful {
 		a.markReady(ctx, t, epoch, 0, 0, handoffAt)
 		return
