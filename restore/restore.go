@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -112,6 +113,12 @@ type Replayer struct {
 	done     bool
 	runErr   error
 	loaded   snapshot.Info // the snapshot Run loaded, if any
+
+	// wanted is the highest sequence a WaitApplied call waits for; Run
+	// applies a batch at once when it holds that sequence, instead of
+	// after MaxFlushDelay. nudge tells Run that wanted rose.
+	wanted atomic.Uint64
+	nudge  chan struct{}
 }
 
 // New returns a Replayer of opts.Task's changelog in log into store.
@@ -132,6 +139,7 @@ func New(log *changelog.Log, store *statestore.Store, opts Options) *Replayer {
 		logger:   opts.Logger.With().Str(logTask, opts.Task).Logger(),
 		progress: Progress{Task: opts.Task},
 		changed:  make(chan struct{}),
+		nudge:    make(chan struct{}, 1),
 	}
 }
 
@@ -148,6 +156,13 @@ func (r *Replayer) Progress() Progress {
 func (r *Replayer) WaitApplied(ctx context.Context, seq uint64) error {
 	if m, _, err := r.store.Meta(r.opts.Task); err == nil && m.Applied >= seq {
 		return nil
+	}
+	// Ask Run to apply seq as soon as it has it.
+	for w := r.wanted.Load(); w < seq && !r.wanted.CompareAndSwap(w, seq); w = r.wanted.Load() {
+	}
+	select {
+	case r.nudge <- struct{}{}:
+	default:
 	}
 	for {
 		r.mu.Lock()

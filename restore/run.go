@@ -170,6 +170,14 @@ func (u *run) loop(ctx context.Context) (err error) {
 			if err := u.flush(); err != nil {
 				return err
 			}
+		case <-u.r.nudge:
+			// A waiter (an activation) wants a sequence: apply it now if
+			// it has come.
+			if w := u.r.wanted.Load(); w > u.applied && u.received >= w {
+				if err := u.flush(); err != nil {
+					return err
+				}
+			}
 		case <-u.reportTimer.C:
 			u.reportArmed = false
 			u.report(true)
@@ -222,11 +230,12 @@ func (u *run) add(msg jetstream.Msg) error {
 	u.end = max(u.end, seq)
 
 	switch {
-	case md.NumPending == 0:
+	case md.NumPending == 0 || seq >= u.r.wanted.Load() && u.r.wanted.Load() > u.applied:
+		// Nothing more to come, or a waiter wants this sequence.
 		if err := u.flush(); err != nil {
 			return err
 		}
-		u.finished = !u.r.opts.Tail
+		u.finished = md.NumPending == 0 && !u.r.opts.Tail
 	case u.pendingBytes >= u.r.opts.MaxBatchBytes:
 		return u.flush()
 	case !u.flushArmed:
