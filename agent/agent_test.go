@@ -2,10 +2,12 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -141,4 +143,42 @@ func TestMemberWithoutTasksJoins(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestFencedCommitReportsTakeover appends another owner's epoch marker
+// behind the active member's back: its next commit must be refused with
+// not_owner (the fence), nothing of it applied, and the task must leave
+// the worker's view.
+func TestFencedCommitReportsTakeover(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0", ""))
+	m1 := c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := m1.a.Commit(ctx, "orders-0", httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte("1")}}}); err != nil {
+		t.Fatalf("first commit: %v", err)
+	}
+	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := log.Last(ctx, "orders-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Append(ctx, "orders-0", last, changelog.Entry{Kind: changelog.KindEpoch, Epoch: 99}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m1.a.Commit(ctx, "orders-0", httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte("2")}}})
+	if !errors.Is(err, httpapi.ErrNotOwner) {
+		t.Fatalf("commit after a takeover: %v, want ErrNotOwner", err)
+	}
+	if v, err := m1.store.Get("orders-0", []byte("k")); err != nil || string(v) != "1" {
+		t.Errorf("local k = %q, %v; want the first commit's 1", v, err)
+	}
+	for _, tv := range m1.a.Assignment().Tasks {
+		if tv.ID == "orders-0" && tv.Role == httpapi.RoleActive {
+			t.Errorf("orders-0 still active in the view after the takeover")
+		}
+	}
 }

@@ -12,54 +12,76 @@ import (
 	"github.com/handoffhq/handoff/statestore"
 )
 
-// activeTask returns the runtime of a task the worker may use, locked, or
-// an error that says why not. The caller unlocks t.mu.
-func (a *Agent) activeTask(id string) (*task, error) {
+// taskState is a copy of a task's state, read under its lock.
+type taskState struct {
+	role     string
+	epoch    uint64
+	ready    bool
+	revoking bool
+	released bool
+	lost     bool
+}
+
+func (t *task) state() taskState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return taskState{role: t.role, epoch: t.epoch, ready: t.ready, revoking: t.revoking, released: t.released, lost: t.lost}
+}
+
+// activeTask returns the runtime of a task the worker may use and a copy
+// of its state, or an error that says why it may not. It holds no lock.
+func (a *Agent) activeTask(id string) (*task, taskState, error) {
 	if _, ok := a.taskKind(id); !ok {
-		return nil, fmt.Errorf("%w: task %s is not in group %s; the group's tasks are in /group", httpapi.ErrUnknownTask, id, a.opts.Group)
+		return nil, taskState{}, fmt.Errorf("%w: task %s is not in group %s; the group's tasks are in /group", httpapi.ErrUnknownTask, id, a.opts.Group)
 	}
 	a.mu.Lock()
 	t := a.tasks[id]
 	a.mu.Unlock()
 	if t == nil {
-		return nil, fmt.Errorf("%w: task %s is not assigned to member %s; read /assignment", httpapi.ErrNotOwner, id, a.opts.MemberID)
+		return nil, taskState{}, fmt.Errorf("%w: task %s is not assigned to member %s; read /assignment", httpapi.ErrNotOwner, id, a.opts.MemberID)
 	}
-	t.mu.Lock()
+	st := t.state()
 	switch {
-	case t.role != httpapi.RoleActive:
-		role := t.role
+	case st.role != httpapi.RoleActive:
+		role := st.role
 		if role == "" {
 			role = "not assigned here"
 		}
-		t.mu.Unlock()
-		return nil, fmt.Errorf("%w: task %s is not active on member %s (%s); read /assignment", httpapi.ErrNotOwner, id, a.opts.MemberID, role)
-	case t.lost:
-		t.mu.Unlock()
-		return nil, fmt.Errorf("%w: task %s was taken over by another member; stop it and read /assignment", httpapi.ErrNotOwner, id)
-	case !t.ready:
-		t.mu.Unlock()
-		return nil, fmt.Errorf("%w: task %s is becoming active on member %s and is not current yet; wait for /assignment to list it active", httpapi.ErrNotOwner, id, a.opts.MemberID)
+		return nil, st, fmt.Errorf("%w: task %s is not active on member %s (%s); read /assignment", httpapi.ErrNotOwner, id, a.opts.MemberID, role)
+	case st.lost:
+		return nil, st, fmt.Errorf("%w: task %s was taken over by another member; stop it and read /assignment", httpapi.ErrNotOwner, id)
+	case !st.ready:
+		return nil, st, fmt.Errorf("%w: task %s is becoming active on member %s and is not current yet; wait for /assignment to list it active", httpapi.ErrNotOwner, id, a.opts.MemberID)
 	}
-	return t, nil
+	return t, st, nil
 }
 
 // Commit implements httpapi.Backend: fenced append, then apply, then
-// acknowledge. Commits of one task are serialized.
+// acknowledge. Commits of one task are serialized by its commit lock; its
+// state lock is held only to read the state, so views, generations and
+// other tasks never wait on an append.
 func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
-	t, err := a.activeTask(id)
+	t, _, err := a.activeTask(id)
 	if err != nil {
 		return httpapi.CommitResult{}, err
 	}
-	defer t.mu.Unlock()
+	t.commitMu.Lock()
+	defer t.commitMu.Unlock()
+	// Read the state again under the commit lock: a release may have
+	// happened while this commit waited for the one before it.
+	if t, _, err = a.activeTask(id); err != nil {
+		return httpapi.CommitResult{}, err
+	}
+	st := t.state()
 	switch {
 	case !t.stateful:
 		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s is stateless: it has no state to commit", httpapi.ErrInvalid, id)
-	case t.released:
+	case st.released:
 		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s was released on member %s; its next owner resumes it", httpapi.ErrNotOwner, id, a.opts.MemberID)
-	case req.Epoch != 0 && req.Epoch != t.epoch:
-		return httpapi.CommitResult{}, fmt.Errorf("%w: commit for epoch %d, but task %s is at epoch %d here; restart the task from /assignment", httpapi.ErrNotOwner, req.Epoch, id, t.epoch)
+	case req.Epoch != 0 && req.Epoch != st.epoch:
+		return httpapi.CommitResult{}, fmt.Errorf("%w: commit for epoch %d, but task %s is at epoch %d here; restart the task from /assignment", httpapi.ErrNotOwner, req.Epoch, id, st.epoch)
 	}
-	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: t.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
+	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
 	if len(req.Puts) > 0 {
 		e.Puts = make([]statestore.KV, len(req.Puts))
 		for i, kv := range req.Puts {
@@ -70,7 +92,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	seq, err := a.clog.Append(ctx, id, t.lastSeq, e)
 	switch {
 	case errors.Is(err, changelog.ErrFenced):
-		return httpapi.CommitResult{}, a.fencedCommit(ctx, t)
+		return httpapi.CommitResult{}, a.fencedCommit(ctx, t, st.epoch)
 	case errors.Is(err, changelog.ErrTooLarge):
 		return httpapi.CommitResult{}, fmt.Errorf("%w: %v; split the commit", httpapi.ErrTooLarge, err)
 	case err != nil:
@@ -79,18 +101,26 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	t.lastSeq = seq
 	if err := a.store.Apply(id, e.Commit(seq)); err != nil {
 		// The commit is durable in the changelog but the local copy missed
-		// it: stop serving until a re-activation replays it.
-		t.ready = false
-		t.lost = true
+		// it: stop serving; the next activation replays it.
+		t.setLost(st.epoch)
 		a.viewChanged()
 		return httpapi.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but not applied locally (%v); the task restarts from the changelog", httpapi.ErrUnavailable, seq, id, err)
 	}
 	t.applied.Store(seq)
-	a.snapshotCommitted(id, t.epoch)
+	a.snapshotCommitted(id, st.epoch)
 	a.metrics.commits.Inc()
 	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))
 	a.metrics.commitSeconds.Observe(time.Since(t0).Seconds())
-	return httpapi.CommitResult{Task: id, Seq: seq, Epoch: t.epoch}, nil
+	return httpapi.CommitResult{Task: id, Seq: seq, Epoch: st.epoch}, nil
+}
+
+// setLost marks the task as no longer this member's to write at epoch.
+func (t *task) setLost(epoch uint64) {
+	t.mu.Lock()
+	if t.epoch == epoch {
+		t.lost, t.ready = true, false
+	}
+	t.mu.Unlock()
 }
 
 // fencedCommit handles a commit whose append was fenced. Either another
@@ -98,8 +128,8 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 // earlier append of this owner landed although its acknowledgement was lost
 // (a NATS restart or a timeout): then the store catches up with it and the
 // worker is told to resume from the checkpoint, which includes it, so that
-// nothing is applied twice. Callers hold t.mu.
-func (a *Agent) fencedCommit(ctx context.Context, t *task) error {
+// nothing is applied twice. Callers hold t.commitMu (only).
+func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
 	if err := a.catchUp(ctx, t); err != nil {
 		return fmt.Errorf("%w: commit of %s conflicted and the changelog could not be read (%v); retry", httpapi.ErrUnavailable, t.id, err)
 	}
@@ -107,7 +137,7 @@ func (a *Agent) fencedCommit(ctx context.Context, t *task) error {
 	if err != nil {
 		return fmt.Errorf("%w: read meta of %s: %v", httpapi.ErrUnavailable, t.id, err)
 	}
-	if meta.Epoch == t.epoch {
+	if meta.Epoch == epoch {
 		t.lastSeq = meta.Applied
 		t.applied.Store(meta.Applied)
 		a.viewChanged()
@@ -115,28 +145,32 @@ func (a *Agent) fencedCommit(ctx context.Context, t *task) error {
 		return fmt.Errorf("%w: an earlier commit of task %s reached the changelog although its acknowledgement was lost; "+
 			"nothing of this commit was applied: resume the task from the checkpoint in /assignment", httpapi.ErrUnavailable, t.id)
 	}
-	t.lost, t.ready = true, false
+	t.setLost(epoch)
 	a.metrics.fenced.Inc()
 	a.viewChanged()
-	return fmt.Errorf("%w: task %s was taken over by another member (epoch %d replaced %d); stop it", httpapi.ErrNotOwner, t.id, meta.Epoch, t.epoch)
+	return fmt.Errorf("%w: task %s was taken over by another member (epoch %d replaced %d); stop it", httpapi.ErrNotOwner, t.id, meta.Epoch, epoch)
 }
 
 // Release implements httpapi.Backend: the worker stopped a revoked task.
 // From now on this member refuses the task's commits, and the leader learns
-// the sequence of its last commit.
+// the sequence of its last commit. It waits for a commit in flight.
 func (a *Agent) Release(ctx context.Context, id string) (httpapi.ReleaseResult, error) {
-	t, err := a.activeTask(id)
+	t, _, err := a.activeTask(id)
 	if err != nil {
 		return httpapi.ReleaseResult{}, err
 	}
-	if !t.revoking {
+	t.commitMu.Lock()
+	t.mu.Lock()
+	if t.role != httpapi.RoleActive || !t.revoking {
 		t.mu.Unlock()
+		t.commitMu.Unlock()
 		return httpapi.ReleaseResult{}, fmt.Errorf("%w: task %s is not being revoked on member %s; release only the tasks /assignment lists under revoke", httpapi.ErrNotRevoked, id, a.opts.MemberID)
 	}
 	res := httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.lastSeq}
 	already := t.released
 	t.released = true
 	t.mu.Unlock()
+	t.commitMu.Unlock()
 	if already {
 		return res, nil
 	}
@@ -181,13 +215,11 @@ func (a *Agent) Scan(id string, o httpapi.ScanOptions) ([]httpapi.KV, error) {
 // readableTask checks that the worker may read a task's state: it is
 // active here and current.
 func (a *Agent) readableTask(id string) (*task, error) {
-	t, err := a.activeTask(id)
+	t, _, err := a.activeTask(id)
 	if err != nil {
 		return nil, err
 	}
-	stateful := t.stateful
-	t.mu.Unlock()
-	if !stateful {
+	if !t.stateful {
 		return nil, fmt.Errorf("%w: task %s is stateless: it has no state", httpapi.ErrInvalid, id)
 	}
 	return t, nil

@@ -21,14 +21,20 @@ type task struct {
 	id       string
 	stateful bool
 
+	// commitMu serializes the worker's commits and release, and guards
+	// lastSeq; it is taken before mu, and never while a.mu is held.
+	commitMu sync.Mutex
+	lastSeq  uint64 // changelog sequence of this owner's last append or applied entry
+
+	// mu guards the state below; it is held only briefly, never across
+	// I/O. Lock order: a.mu, then mu.
 	mu       sync.Mutex
 	role     string // httpapi.Role*, or "" when the task is not on this member
 	epoch    uint64
 	ready    bool // active and current: the worker may commit
 	revoking bool
 	released bool
-	lost     bool   // a fenced append showed another member owns the task
-	lastSeq  uint64 // changelog sequence of this owner's last append or applied entry
+	lost     bool // a fenced append showed another member owns the task
 	job      *job
 
 	applied  atomic.Uint64 // how far the local copy reaches
@@ -212,9 +218,11 @@ func (a *Agent) catchUpCount(ctx context.Context, t *task) (uint64, error) {
 // current replays none, so the log line shows whether a task paused for a
 // restore.
 func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uint64, handoffAt time.Time) {
+	t.commitMu.Lock()
 	t.mu.Lock()
 	if ctx.Err() != nil || t.role != httpapi.RoleActive || t.epoch != epoch {
 		t.mu.Unlock()
+		t.commitMu.Unlock()
 		return
 	}
 	t.ready = true
@@ -224,6 +232,7 @@ func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uin
 	}
 	t.lag.Store(0)
 	t.mu.Unlock()
+	t.commitMu.Unlock()
 	planned := !handoffAt.IsZero()
 	if planned {
 		a.metrics.handoffPause.Observe(time.Since(handoffAt).Seconds())
@@ -237,11 +246,7 @@ func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uin
 // markLost records that the task's changelog has moved past this member's
 // ownership.
 func (a *Agent) markLost(t *task, epoch, logEpoch uint64) {
-	t.mu.Lock()
-	if t.epoch == epoch {
-		t.lost, t.ready = true, false
-	}
-	t.mu.Unlock()
+	t.setLost(epoch)
 	a.metrics.fenced.Inc()
 	a.log.Warn().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64("logEpoch", logEpoch).
 		Msg("task is owned at a newer epoch; not activating")
