@@ -26,6 +26,7 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/snapshot"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -64,12 +65,19 @@ type Options struct {
 
 // Agent is one member's sidecar. Open it, Run it, Close it.
 type Agent struct {
-	opts        Options
-	log         zerolog.Logger
-	nc          *nats.Conn
-	js          jetstream.JetStream
-	kv          jetstream.KeyValue
-	clog        *changelog.Log
+	opts Options
+	log  zerolog.Logger
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	kv   jetstream.KeyValue
+	clog *changelog.Log
+	// replayNC and replayLog carry restores on a connection of their own:
+	// a burst of replays can outrun the server's per-connection buffer,
+	// and a slow-consumer disconnect must not cost the member its
+	// heartbeats, its lease or its commits.
+	replayNC    *nats.Conn
+	replayLog   *changelog.Log
+	replaySnaps *snapshot.Bucket
 	snaps       *snapshotter
 	store       *statestore.Store
 	metrics     *metrics
@@ -142,6 +150,27 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	if err != nil {
 		return nil, err
 	}
+	replayOpts := nc.Opts
+	replayOpts.Name += " (replays)"
+	replayNC, err := replayOpts.Connect()
+	if err != nil {
+		return nil, fmt.Errorf("connect for replays: %w", err)
+	}
+	replayJS, err := jetstream.New(replayNC)
+	if err != nil {
+		replayNC.Close()
+		return nil, fmt.Errorf("jetstream for replays: %w", err)
+	}
+	replayLog, err := changelog.Open(ctx, replayJS, changelog.Options{Group: opts.Group, Replicas: opts.Replicas})
+	if err != nil {
+		replayNC.Close()
+		return nil, err
+	}
+	replaySnaps, err := snapshot.OpenExisting(ctx, replayJS, opts.Group)
+	if err != nil {
+		replayNC.Close()
+		return nil, err
+	}
 	a := &Agent{
 		opts:        opts,
 		log:         opts.Logger.With().Str(fMember, opts.MemberID).Logger(),
@@ -149,6 +178,9 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		js:          js,
 		kv:          kv,
 		clog:        clog,
+		replayNC:    replayNC,
+		replayLog:   replayLog,
+		replaySnaps: replaySnaps,
 		snaps:       snaps,
 		store:       store,
 		metrics:     newMetrics(opts.Registerer),
@@ -164,10 +196,12 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	}
 	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
+		replayNC.Close()
 		return nil, err
 	}
 	metas, err := store.Tasks()
 	if err != nil {
+		replayNC.Close()
 		return nil, fmt.Errorf("list local tasks: %w", err)
 	}
 	for _, m := range metas {
@@ -208,6 +242,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // caller.
 func (a *Agent) Close() error {
 	a.stopAllTasks()
+	defer a.replayNC.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := a.kv.Delete(ctx, prefixMember+a.opts.MemberID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {

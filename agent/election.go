@@ -117,7 +117,7 @@ func (a *Agent) runElection(ctx context.Context) error {
 				a.log.Warn().Err(err).Msg("stopped leading")
 			}
 		case errors.Is(err, jetstream.ErrKeyExists):
-			a.waitLeaseGone(ctx) // someone leads
+			a.waitLeaseGone(ctx, ttl) // someone leads
 		default:
 			if ctx.Err() == nil {
 				a.log.Warn().Err(err).Msg("campaign for leader lease failed; retrying")
@@ -130,17 +130,23 @@ func (a *Agent) runElection(ctx context.Context) error {
 
 // waitLeaseGone returns once the lease is deleted or expires (or may have:
 // when the watch ends, campaigning again is how to find out), or ctx ends.
-func (a *Agent) waitLeaseGone(ctx context.Context) {
+// It also returns after ttl at the latest, so that a missed watch event
+// delays an election by one session timeout, never forever.
+func (a *Agent) waitLeaseGone(ctx context.Context, ttl time.Duration) {
 	w, err := a.kv.Watch(ctx, keyLease)
 	if err != nil {
 		sleepCtx(ctx, 250*time.Millisecond)
 		return
 	}
 	defer func() { _ = w.Stop() }()
+	recheck := time.NewTimer(ttl)
+	defer recheck.Stop()
 	held := false
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-recheck.C:
 			return
 		case e, ok := <-w.Updates():
 			if !ok {

@@ -93,15 +93,21 @@ func (a *Agent) startJobLocked(t *task, handover bool, fn func(ctx context.Conte
 	}()
 }
 
+// replayPullBytes bounds what each restore buffers. A member may run a
+// dozen restores at once on its replay connection, and the server drops a
+// connection whose pending data passes 64 MiB.
+const replayPullBytes = 4 << 20
+
 // tail keeps a learner's or standby's copy current until ctx ends.
 func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 	for ctx.Err() == nil {
-		r := restore.New(a.clog, a.store, restore.Options{
-			Task:       t.id,
-			Tail:       true,
-			OnProgress: func(p restore.Progress) { a.onProgress(t, p) },
-			Logger:     a.log,
-			Snapshots:  a.snaps.bucket,
+		r := restore.New(a.replayLog, a.store, restore.Options{
+			Task:         t.id,
+			Tail:         true,
+			PullMaxBytes: replayPullBytes,
+			OnProgress:   func(p restore.Progress) { a.onProgress(t, p) },
+			Logger:       a.log,
+			Snapshots:    a.replaySnaps,
 		})
 		t.replayer.Store(r)
 		err := r.Run(ctx)
@@ -201,11 +207,12 @@ func (a *Agent) catchUp(ctx context.Context, t *task) error {
 
 // catchUpCount is catchUp that also says how many messages it applied.
 func (a *Agent) catchUpCount(ctx context.Context, t *task) (uint64, error) {
-	r := restore.New(a.clog, a.store, restore.Options{
-		Task:       t.id,
-		OnProgress: func(p restore.Progress) { a.onProgress(t, p) },
-		Logger:     a.log,
-		Snapshots:  a.snaps.bucket,
+	r := restore.New(a.replayLog, a.store, restore.Options{
+		Task:         t.id,
+		PullMaxBytes: replayPullBytes,
+		OnProgress:   func(p restore.Progress) { a.onProgress(t, p) },
+		Logger:       a.log,
+		Snapshots:    a.replaySnaps,
 	})
 	t.replayer.Store(r)
 	err := r.Run(ctx)

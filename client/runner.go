@@ -221,7 +221,7 @@ func (o *RunOptions) setDefaults() {
 // retried; Run does not return them.
 func Run(ctx context.Context, c *Client, fn TaskFunc, opts RunOptions) error {
 	opts.setDefaults()
-	r := &runner{c: c, fn: fn, opts: opts, log: opts.Logger, tasks: map[string]*supervisor{}, exited: make(chan *supervisor)}
+	r := &runner{c: c, fn: fn, opts: opts, log: opts.Logger, tasks: map[string]*supervisor{}, exited: make(chan *supervisor), releasedIdle: map[string]uint64{}}
 
 	pollCtx, cancelPoll := context.WithCancel(ctx)
 	views := make(chan httpapi.View)
@@ -265,6 +265,10 @@ type runner struct {
 	tasks   map[string]*supervisor
 	exited  chan *supervisor
 	closing bool
+	// releasedIdle remembers, per task, the epoch at which a task revoked
+	// before this worker ever ran it was released, so that it is released
+	// once.
+	releasedIdle map[string]uint64
 
 	emitMu sync.Mutex
 }
@@ -366,7 +370,32 @@ func (r *runner) apply(ctx context.Context, v httpapi.View) (shutdown bool) {
 			r.start(ctx, want[id])
 		}
 	}
+	r.releaseIdle(ctx, v, revoked)
 	return v.Shutdown || v.State == httpapi.StateDone
+}
+
+// releaseIdle releases the revoked tasks this worker never ran (revoked
+// before it started them): there is nothing to stop, and the move should
+// not wait for the agent's release timeout.
+func (r *runner) releaseIdle(ctx context.Context, v httpapi.View, revoked map[string]bool) {
+	for _, tv := range v.Tasks {
+		if !revoked[tv.ID] || tv.Role != httpapi.RoleActive {
+			continue
+		}
+		if _, running := r.tasks[tv.ID]; running || r.releasedIdle[tv.ID] == tv.Epoch {
+			continue
+		}
+		r.releasedIdle[tv.ID] = tv.Epoch
+		rctx, cancel := context.WithTimeout(ctx, r.opts.StopTimeout)
+		res, err := r.c.Release(rctx, tv.ID)
+		cancel()
+		if err != nil {
+			r.log.Warn().Err(err).Str(fieldTask, tv.ID).Msg("release a revoked task that never ran here; the agent hands it over after its release timeout")
+			continue
+		}
+		r.emit(Event{Type: EventRelease, Task: tv.ID, Epoch: res.Epoch, Seq: res.Seq})
+		r.log.Info().Str(fieldTask, tv.ID).Uint64(fieldEpoch, res.Epoch).Msg("released a revoked task that never ran here")
+	}
 }
 
 // exit forgets a supervisor that ended and starts the task again if the

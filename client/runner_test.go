@@ -328,3 +328,29 @@ func TestTaskContextOutlivesStopOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestRunReleasesRevokedTaskItNeverRan: a task revoked before the worker
+// first saw it active is released at once, with no start.
+func TestRunReleasesRevokedTaskItNeverRan(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 4, "cp")
+	agent.revoke("t1")
+	started := make(chan struct{}, 1)
+	h := startRun(t, agent, func(ctx context.Context, t Task) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil
+	}, nil)
+	ev := h.expect("t1", EventRelease)[0]
+	if ev.Epoch != 4 {
+		t.Errorf("release event = %+v, want epoch 4", ev)
+	}
+	if got, want := agent.opLog(), []string{"release t1"}; !slices.Equal(got, want) {
+		t.Errorf("agent saw %q, want %q", got, want)
+	}
+	select {
+	case <-started:
+		t.Error("the revoked task was started")
+	default:
+	}
+}
