@@ -102,6 +102,9 @@ type Agent struct {
 	changed      chan struct{} // closed and replaced on every view change
 	positions    map[string]uint64
 
+	rewatchMu sync.Mutex
+	rewatch   chan struct{} // closed and replaced when NATS reconnects
+
 	leading    atomic.Bool
 	leaderKick chan struct{}
 	// awaiting holds the learners the leader waits on to catch up; a
@@ -193,6 +196,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		leaderKick:  make(chan struct{}, 1),
 		hbKick:      make(chan struct{}, 1),
 		caughtAt:    map[pairKey]time.Time{},
+		rewatch:     make(chan struct{}),
 	}
 	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
@@ -208,6 +212,14 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		a.positions[m.Task] = m.Applied
 	}
 	a.bgCtx, a.bgStop = context.WithCancel(context.Background())
+	// Keep the caller's reconnect handler and add ours.
+	prev := nc.Opts.ReconnectedCB
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		if prev != nil {
+			prev(c)
+		}
+		a.onReconnect()
+	})
 	return a, nil
 }
 

@@ -133,6 +133,7 @@ func (a *Agent) runElection(ctx context.Context) error {
 // It also returns after ttl at the latest, so that a missed watch event
 // delays an election by one session timeout, never forever.
 func (a *Agent) waitLeaseGone(ctx context.Context, ttl time.Duration) {
+	rewatch := a.rewatchSignal()
 	w, err := a.kv.Watch(ctx, keyLease)
 	if err != nil {
 		sleepCtx(ctx, 250*time.Millisecond)
@@ -147,6 +148,8 @@ func (a *Agent) waitLeaseGone(ctx context.Context, ttl time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-recheck.C:
+			return
+		case <-rewatch:
 			return
 		case e, ok := <-w.Updates():
 			if !ok {

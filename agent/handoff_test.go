@@ -49,7 +49,7 @@ func (c *cluster) startWorker(id string) *worker {
 	w.cancel = cancel
 	cl := client.New(w.srv.URL)
 	go func() {
-		w.done <- client.Run(ctx, cl, w.process, client.RunOptions{OnEvent: w.onEvent})
+		w.done <- client.Run(ctx, cl, w.process, client.RunOptions{OnEvent: w.onEvent, Logger: c.logger("w-" + id)})
 	}()
 	c.t.Cleanup(w.stop)
 	return w

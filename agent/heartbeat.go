@@ -85,24 +85,25 @@ func (a *Agent) record() memberRecord {
 
 // runConfigWatch follows changes of the group config ('handoff group set').
 func (a *Agent) runConfigWatch(ctx context.Context) error {
-	a.watchKey(ctx, keyConfig, func(e jetstream.KeyValueEntry) {
+	a.watchKey(ctx, keyConfig, func(e jetstream.KeyValueEntry) error {
 		if e.Operation() != jetstream.KeyValuePut {
-			return
+			return nil
 		}
 		var cfg assign.Config
 		if err := json.Unmarshal(e.Value(), &cfg); err != nil {
 			a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable group config")
-			return
+			return nil
 		}
 		if len(a.config().Diff(cfg)) == 0 {
-			return // the config in force (the watch starts with it)
+			return nil // the config in force (the watch starts with it)
 		}
 		if err := a.setConfig(cfg); err != nil {
 			a.log.Error().Err(err).Msg("ignoring invalid group config")
-			return
+			return nil
 		}
 		a.log.Info().Uint64(fRevision, e.Revision()).Msg("group config changed")
 		a.kickLeader()
+		return nil
 	})
 	return nil
 }

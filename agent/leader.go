@@ -40,6 +40,7 @@ func (a *Agent) lead(ctx context.Context, l *lease) error {
 	if err != nil {
 		return err
 	}
+	rewatch := a.rewatchSignal() // before watching: a reconnect after it rewatches
 	mw, err := a.watchMembers(ctx, st)
 	if err != nil {
 		return err
@@ -85,10 +86,19 @@ func (a *Agent) lead(ctx context.Context, l *lease) error {
 			select {
 			case <-ctx.Done():
 				return nil
+			case <-rewatch:
+				// NATS came back: the old watcher may be stale.
+				_ = mw.Stop()
+				rewatch = a.rewatchSignal()
+				if mw, err = a.watchMembers(ctx, st); err != nil {
+					return err
+				}
+				break wait
 			case e, ok := <-mw.Updates():
 				if !ok {
 					// The watch ended with its connection: watch again
 					// and plan on a fresh, complete view.
+					rewatch = a.rewatchSignal()
 					if mw, err = a.watchMembers(ctx, st); err != nil {
 						return err
 					}

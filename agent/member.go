@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,18 +23,19 @@ type desired struct {
 // runMember follows the generation record and applies this member's part
 // of every new generation.
 func (a *Agent) runMember(ctx context.Context) error {
-	a.watchKey(ctx, keyGen, func(e jetstream.KeyValueEntry) {
+	a.watchKey(ctx, keyGen, func(e jetstream.KeyValueEntry) error {
 		if e.Operation() != jetstream.KeyValuePut {
-			return
+			return nil
 		}
 		var g genRecord
 		if err := json.Unmarshal(e.Value(), &g); err != nil {
 			a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
-			return
+			return nil
 		}
-		if err := a.applyGeneration(ctx, g); err != nil && ctx.Err() == nil {
-			a.log.Error().Err(err).Uint64(fGeneration, g.Generation).Msg("apply generation")
+		if err := a.applyGeneration(ctx, g); err != nil {
+			return fmt.Errorf("apply generation %d: %w", g.Generation, err)
 		}
+		return nil
 	})
 	return nil
 }

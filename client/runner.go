@@ -221,7 +221,7 @@ func (o *RunOptions) setDefaults() {
 // retried; Run does not return them.
 func Run(ctx context.Context, c *Client, fn TaskFunc, opts RunOptions) error {
 	opts.setDefaults()
-	r := &runner{c: c, fn: fn, opts: opts, log: opts.Logger, tasks: map[string]*supervisor{}, exited: make(chan *supervisor), releasedIdle: map[string]uint64{}}
+	r := &runner{c: c, fn: fn, opts: opts, log: opts.Logger, tasks: map[string]*supervisor{}, exited: make(chan *supervisor), releasedIdle: map[string]uint64{}, lastCommit: map[string]commitPoint{}}
 
 	pollCtx, cancelPoll := context.WithCancel(ctx)
 	views := make(chan httpapi.View)
@@ -265,12 +265,21 @@ type runner struct {
 	tasks   map[string]*supervisor
 	exited  chan *supervisor
 	closing bool
+	// lastCommit is, per task, the epoch and checkpoint of the last commit
+	// of the runs that ended.
+	lastCommit map[string]commitPoint
 	// releasedIdle remembers, per task, the epoch at which a task revoked
 	// before this worker ever ran it was released, so that it is released
 	// once.
 	releasedIdle map[string]uint64
 
 	emitMu sync.Mutex
+}
+
+// commitPoint is where a run's last commit left a task.
+type commitPoint struct {
+	epoch      uint64
+	checkpoint []byte
 }
 
 func (r *runner) emit(ev Event) {
@@ -402,9 +411,13 @@ func (r *runner) releaseIdle(ctx context.Context, v httpapi.View, revoked map[st
 // view asked for it meanwhile.
 func (r *runner) exit(ctx context.Context, s *supervisor) {
 	delete(r.tasks, s.tv.ID)
-	if s.next != nil && !r.closing {
-		r.start(ctx, *s.next)
+	if seq, cp := s.run.last(); seq > 0 {
+		r.lastCommit[s.tv.ID] = commitPoint{epoch: s.tv.Epoch, checkpoint: cp}
 	}
+	if s.next == nil || r.closing {
+		return
+	}
+	r.start(ctx, *s.next)
 }
 
 func (r *runner) stopAll(release bool) {
@@ -423,6 +436,13 @@ func (r *runner) waitAll() {
 }
 
 func (r *runner) start(ctx context.Context, tv httpapi.TaskView) {
+	// A view that starts a task again at the epoch of an earlier run here
+	// may have been built while that run was still committing: its last
+	// commit is then the newer checkpoint (only this worker commits at this
+	// epoch), and resuming from the view's would process input twice.
+	if lc, ok := r.lastCommit[tv.ID]; ok && lc.epoch == tv.Epoch {
+		tv.Checkpoint = lc.checkpoint
+	}
 	stopCtx, stopFn := context.WithCancelCause(context.WithoutCancel(ctx))
 	s := &supervisor{
 		r:      r,

@@ -354,3 +354,37 @@ func TestRunReleasesRevokedTaskItNeverRan(t *testing.T) {
 	default:
 	}
 }
+
+// TestRunRestartAtSameEpochResumesAfterTheLastCommit: a task dropped from
+// the view and given back at the same epoch while its run was still making
+// its final commit restarts after that commit, not from the checkpoint in
+// the (older) view that gave it back.
+func TestRunRestartAtSameEpochResumesAfterTheLastCommit(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 2, "c0")
+	stopping := make(chan struct{})
+	proceed := make(chan struct{})
+	starts := make(chan Task, 2)
+	h := startRun(t, agent, func(ctx context.Context, t Task) error {
+		starts <- t
+		if len(starts) > 1 || string(t.Checkpoint) != "c0" {
+			<-ctx.Done()
+			return nil
+		}
+		<-ctx.Done()
+		close(stopping)
+		<-proceed // the view gives the task back meanwhile
+		_, err := t.Commit(ctx, nil, nil, []byte("c1"))
+		return err
+	}, nil)
+	h.expect("t1", EventStart)
+	<-starts
+	agent.remove("t1")
+	<-stopping
+	agent.setTask("t1", httpapi.RoleActive, 2, "c0") // the view still says c0
+	close(proceed)
+	h.expect("t1", EventStop, EventStart)
+	if got := <-starts; string(got.Checkpoint) != "c1" {
+		t.Errorf("restarted from %q, want c1, the stopped run's last commit", got.Checkpoint)
+	}
+}

@@ -2,6 +2,7 @@ package assign
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 )
 
@@ -145,22 +146,30 @@ func (p *planner) balance(k kind) {
 }
 
 // sortForShedding orders m's tasks so that those it should keep come first:
-// tasks that an under-quota member has local state for are shed first,
-// then the highest task IDs. The order depends only on what a plan does not
-// change (owners, quotas, reported positions), so consecutive plans shed
-// the same tasks and a change of quota sheds or keeps tasks at the margin.
+// tasks whose copy on an under-quota member is freshest are shed first (a
+// restarted member gets back the tasks it left, not stale copies of tasks
+// it held long ago), then the highest task IDs. The order depends only on
+// what a plan does not change (owners, quotas, reported positions, by order
+// of magnitude), so consecutive plans shed the same tasks and a change of
+// quota sheds or keeps tasks at the margin.
 func (p *planner) sortForShedding(tasks []int, m *member, k kind) {
 	type ranked struct {
 		task int
-		warm bool
+		gap  uint64 // how far the freshest copy on an under-quota member trails m's
 	}
 	rs := make([]ranked, len(tasks))
 	for j, i := range tasks {
-		rs[j] = ranked{i, k == statefulKind && p.warmElsewhere(i, m, k)}
+		rs[j] = ranked{i, ^uint64(0)}
+		if k == statefulKind {
+			rs[j].gap = p.warmGap(i, m, k)
+		}
 	}
 	slices.SortFunc(rs, func(a, b ranked) int {
-		if a.warm != b.warm {
-			return -boolFirst(a.warm)
+		// Keep first the tasks whose copies elsewhere are stalest. Gaps
+		// compare by order of magnitude, so that tasks committing at
+		// slightly different rates don't swap places from plan to plan.
+		if c := cmp.Compare(bits.Len64(b.gap), bits.Len64(a.gap)); c != 0 {
+			return c
 		}
 		return cmp.Compare(a.task, b.task)
 	})
@@ -169,16 +178,22 @@ func (p *planner) sortForShedding(tasks []int, m *member, k kind) {
 	}
 }
 
-// warmElsewhere reports whether an eligible member other than owner that
-// owns fewer tasks than its quota has local state for task i: a restarted
-// member getting its tasks back.
-func (p *planner) warmElsewhere(i int, owner *member, k kind) bool {
+// warmGap is how many changelog sequences the freshest copy of task i on an
+// eligible under-quota member other than owner trails the owner's copy:
+// the smaller, the less a move there replays. Max uint64 if none has one.
+func (p *planner) warmGap(i int, owner *member, k kind) uint64 {
+	best := ^uint64(0)
+	own := p.position(i, owner)
 	for _, e := range p.pos.of(i) {
 		if e.m != owner && e.m.owned[k] < e.m.quota[k] {
-			return true
+			gap := uint64(0)
+			if own > e.pos {
+				gap = own - e.pos
+			}
+			best = min(best, gap)
 		}
 	}
-	return false
+	return best
 }
 
 // learnerDestination is shed task i's learner if it has room, else nil.

@@ -274,6 +274,16 @@ func TestPlan(t *testing.T) {
 			want: map[string]string{"s-03": "a=m1 e=1 learners=m4", "s-07": "a=m2 e=1 learners=m4", "s-11": "a=m3 e=1 learners=m4"},
 		},
 		{
+			name: "a returning member gets back the task its copy is freshest for, not stale copies",
+			in: Input{Config: config(ids("s", 4), ""), Now: t0,
+				Members: []Member{
+					{ID: "m1", Positions: map[string]uint64{"s-00": 100, "s-01": 100, "s-02": 100, "s-03": 100}},
+					{ID: "m2", Positions: map[string]uint64{"s-00": 99, "s-01": 3, "s-02": 2, "s-03": 1}},
+				},
+				Current: placed(4, "s-00=m1", "s-01=m1", "s-02=m1", "s-03=m1")},
+			want: map[string]string{"s-00": "a=m1 e=1 learners=m2", "s-01": "a=m1 e=1", "s-02": "a=m1 e=1", "s-03": "a=m1 e=1 learners=m2"},
+		},
+		{
 			name: "cold mode moves stateful tasks at once, with no learner",
 			in:   Input{Config: config(ids("s", 12), "", func(c *Config) { c.Handover = Cold }), Now: t0, Members: four, Current: newcomer},
 			want: map[string]string{"s-03": "a=m1 e=1 revoke=m4/balance", "s-07": "a=m2 e=1 revoke=m4/balance", "s-11": "a=m3 e=1 revoke=m4/balance"},
