@@ -1,9 +1,8 @@
-package main
+package countworker
 
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -44,21 +43,20 @@ type pending struct {
 // process counts one task's input until the task is stopped. It is a
 // client.TaskFunc: when ctx ends it commits what it has read and returns.
 func (w *counter) process(ctx context.Context, t client.Task) error {
-	from, err := decodeCheckpoint(t.Checkpoint)
+	if !t.Stateful {
+		return w.processStateless(ctx, t)
+	}
+	from, err := DecodeCheckpoint(t.Checkpoint)
 	if err != nil {
 		return fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	log := w.log.With().Str("task", t.ID).Uint64("epoch", t.Epoch).Logger()
-	subject := "input." + w.group + "." + t.ID
-	cons, err := w.js.OrderedConsumer(ctx, w.stream, jetstream.OrderedConsumerConfig{
+	subject := InputSubject(w.group, t.ID)
+	msgs, err := w.consume(ctx, subject, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    from + 1,
 	})
-	if err != nil {
-		return fmt.Errorf("consume %s from seq %d: %w", subject, from+1, err)
-	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(2 * w.batch))
 	if err != nil {
 		return fmt.Errorf("consume %s from seq %d: %w", subject, from+1, err)
 	}
@@ -95,6 +93,41 @@ func (w *counter) process(ctx context.Context, t client.Task) error {
 			}
 		}
 	}
+}
+
+// processStateless counts a stateless task's input in memory from the
+// newest message on, until the task is stopped. Nothing is committed: a
+// stateless task has no state in the sidecar.
+func (w *counter) processStateless(ctx context.Context, t client.Task) error {
+	subject := InputSubject(w.group, t.ID)
+	msgs, err := w.consume(ctx, subject, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject},
+		DeliverPolicy:  jetstream.DeliverNewPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", subject, err)
+	}
+	defer msgs.Stop()
+	counts := map[string]uint64{}
+	for {
+		msg, err := msgs.Next(jetstream.NextContext(ctx))
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", subject, err)
+		}
+		counts[string(msg.Data())]++
+	}
+}
+
+// consume opens an ordered consumer on the input stream.
+func (w *counter) consume(ctx context.Context, subject string, cfg jetstream.OrderedConsumerConfig) (jetstream.MessagesContext, error) {
+	cons, err := w.js.OrderedConsumer(ctx, w.stream, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cons.Messages(jetstream.PullMaxMessages(2 * w.batch))
 }
 
 // next waits for the next message; once the batch holds a message, only
@@ -146,14 +179,14 @@ func (w *counter) commit(ctx context.Context, t client.Task, counts map[string]u
 		next[k] = cur + p.adds[k]
 		puts = append(puts, httpapi.KV{Key: []byte(k), Value: strconv.AppendUint(nil, next[k], 10)})
 	}
-	res, err := t.Commit(ctx, puts, nil, encodeCheckpoint(p.lastSeq))
+	res, err := t.Commit(ctx, puts, nil, EncodeCheckpoint(p.lastSeq))
 	if err != nil {
 		return err // client.Run stops the task on not_owner and restarts it otherwise
 	}
 	for k, n := range next {
 		counts[k] = n
 	}
-	w.events.write("commit", map[string]any{"task": t.ID, "epoch": t.Epoch, "seq": res.Seq, "checkpoint": p.lastSeq, "records": p.records})
+	w.events.add(Event{Kind: EventCommit, Task: t.ID, Epoch: t.Epoch, Seq: res.Seq, Checkpoint: p.lastSeq, Records: p.records})
 	*p = pending{adds: map[string]uint64{}}
 	return nil
 }
@@ -172,35 +205,4 @@ func readCount(ctx context.Context, t client.Task, key string) (uint64, error) {
 		return 0, fmt.Errorf("count of %q in task %s is %q, not a decimal number: %w", key, t.ID, v, err)
 	}
 	return n, nil
-}
-
-// The checkpoint is the input stream sequence of the last committed
-// message, 8 bytes big-endian; none means the task has consumed nothing.
-func encodeCheckpoint(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
-
-func decodeCheckpoint(b []byte) (uint64, error) {
-	switch len(b) {
-	case 0:
-		return 0, nil
-	case 8:
-		return binary.BigEndian.Uint64(b), nil
-	}
-	return 0, fmt.Errorf("checkpoint is %d bytes, want the 8-byte input sequence this worker writes (was the task processed by another program?)", len(b))
-}
-
-// onEvent writes the runner's events to the event log.
-func (w *counter) onEvent(ev client.Event) {
-	switch ev.Type {
-	case client.EventStart, client.EventStop:
-		seq, _ := decodeCheckpoint(ev.Checkpoint)
-		w.events.writeAt(ev.Time, string(ev.Type), map[string]any{"task": ev.Task, "epoch": ev.Epoch, "checkpoint": seq})
-	case client.EventRelease:
-		w.events.writeAt(ev.Time, "release", map[string]any{"task": ev.Task, "epoch": ev.Epoch, "seq": ev.Seq})
-	case client.EventRefused:
-		w.events.writeAt(ev.Time, "refused", map[string]any{"task": ev.Task, "code": ev.Code})
-	case client.EventRestart:
-		w.events.writeAt(ev.Time, "restart", map[string]any{"task": ev.Task, "epoch": ev.Epoch, "error": ev.Err.Error()})
-	case client.EventShutdown:
-		w.events.writeAt(ev.Time, "shutdown", nil)
-	}
 }

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"slices"
+	"time"
+
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/internal/lab"
+)
+
+// benchRun is one mode's run of the scenario.
+type benchRun struct {
+	Mode        string `json:"mode"`
+	Available   bool   `json:"available"`
+	Unavailable string `json:"unavailable,omitempty"`
+	Error       string `json:"error,omitempty"`
+	Group       string `json:"group,omitempty"`
+
+	History lab.HistoryStats `json:"history"`
+	// Ceiling is a raw replay of one task's changelog (no decode, no
+	// apply); Restore a full restore of it into a scratch store.
+	Ceiling rateJSON `json:"replayCeiling"`
+	Restore rateJSON `json:"referenceRestore"`
+
+	Balanced         bool    `json:"balanced"`
+	TimeToBalancedMS float64 `json:"timeToBalancedMs"`
+	Generations      uint64  `json:"generations"`
+	Pauses           struct {
+		PlannedStateful  pauseStats `json:"plannedStateful"`
+		PlannedStateless pauseStats `json:"plannedStateless"`
+		Failover         pauseStats `json:"failover"`
+		All              pauseStats `json:"all"`
+	} `json:"pauses"`
+	TaskSecondsUnavailable float64      `json:"taskSecondsUnavailable"`
+	LearnerSeconds         float64      `json:"learnerSeconds"`
+	RestoringSeconds       float64      `json:"restoringSeconds"`
+	ReplayedByLearners     replayTotals `json:"replayedByLearners"`
+	ReplayedByActivations  replayTotals `json:"replayedByActivations"`
+	// ActivationReplayedMetric is handoff_activation_replayed_messages_total
+	// summed over the members, counted from the event on.
+	ActivationReplayedMetric float64 `json:"activationReplayedMessagesMetric"`
+	// LearnerRestoreRate is the median learner's replay rate until it
+	// caught up, records per second.
+	LearnerRestoreRate float64        `json:"learnerRestoreRecordsPerSec"`
+	Load               [2]float64     `json:"loadAverage"` // 1-minute load average before and after the run
+	Throughput         throughputJSON `json:"throughput"`
+
+	Exact    bool        `json:"exact"`
+	Check    string      `json:"check"`
+	Timeline string      `json:"timeline,omitempty"`
+	PauseLog []pauseJSON `json:"pauseLog,omitempty"`
+}
+
+// rateJSON is a lab.Rate with its rates spelled out.
+type rateJSON struct {
+	Task         string  `json:"task"`
+	Messages     uint64  `json:"messages"`
+	Records      uint64  `json:"records,omitempty"`
+	Bytes        uint64  `json:"bytes"`
+	TookMS       float64 `json:"tookMs"`
+	MessagesPerS float64 `json:"messagesPerSec"`
+	RecordsPerS  float64 `json:"recordsPerSec,omitempty"`
+	BytesPerS    float64 `json:"bytesPerSec"`
+}
+
+func toRateJSON(r lab.Rate) rateJSON {
+	return rateJSON{Task: r.Task, Messages: r.Messages, Records: r.Records, Bytes: r.Bytes, TookMS: durMS(r.Took),
+		MessagesPerS: r.MessagesPerSecond(), RecordsPerS: r.RecordsPerSecond(), BytesPerS: r.BytesPerSecond()}
+}
+
+// pauseStats summarizes pauses, in milliseconds.
+type pauseStats struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50Ms"`
+	P99   float64 `json:"p99Ms"`
+	Max   float64 `json:"maxMs"`
+	Sum   float64 `json:"sumMs"`
+}
+
+// replayTotals sums restore runs.
+type replayTotals struct {
+	Runs     int    `json:"runs"`
+	Messages uint64 `json:"messages"`
+	Records  uint64 `json:"records"`
+	Bytes    uint64 `json:"bytes"`
+}
+
+// throughputJSON is the input committed per second before and during the
+// rebalance.
+type throughputJSON struct {
+	Before     float64 `json:"beforePerSec"`
+	During     float64 `json:"duringPerSec"`
+	Worst      float64 `json:"worstWindowPerSec"`
+	DipPercent float64 `json:"dipPercent"`
+}
+
+// pauseJSON is one pause.
+type pauseJSON struct {
+	Task     string  `json:"task"`
+	Stateful bool    `json:"stateful"`
+	Kind     string  `json:"kind"`
+	From     string  `json:"from"`
+	To       string  `json:"to"`
+	AtMS     float64 `json:"atMs"` // since the event
+	PauseMS  float64 `json:"pauseMs"`
+	Finished bool    `json:"finished"`
+}
+
+// benchTimeline is what the picture of a run needs from its recorder.
+type benchTimeline struct {
+	From, To, Event, Balanced time.Time
+	Tasks                     []assign.Task
+	Members                   []string
+	Spans                     []lab.Span
+	Marks                     []lab.Mark
+	Pauses                    []lab.Pause
+	Bucket                    time.Duration
+	Committed                 []float64 // input messages committed per second, per bucket from From
+}
+
+func benchMedian(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func durMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// benchPauses fills run's pause figures.
+func benchPauses(run *benchRun, pauses []lab.Pause, event time.Time) {
+	var stateful, stateless, failover, all []time.Duration
+	for _, p := range pauses {
+		all = append(all, p.Duration)
+		switch {
+		case p.Kind == lab.PauseFailover:
+			failover = append(failover, p.Duration)
+		case p.Stateful:
+			stateful = append(stateful, p.Duration)
+		default:
+			stateless = append(stateless, p.Duration)
+		}
+		run.PauseLog = append(run.PauseLog, pauseJSON{Task: p.Task, Stateful: p.Stateful, Kind: p.Kind, From: p.From, To: p.To,
+			AtMS: durMS(p.Start.Sub(event)), PauseMS: durMS(p.Duration), Finished: !p.Unfinished})
+	}
+	run.Pauses.PlannedStateful = pauseStatsOf(stateful)
+	run.Pauses.PlannedStateless = pauseStatsOf(stateless)
+	run.Pauses.Failover = pauseStatsOf(failover)
+	run.Pauses.All = pauseStatsOf(all)
+	run.TaskSecondsUnavailable = run.Pauses.All.Sum / 1000
+}
+
+// pauseStatsOf summarizes durations; percentiles are nearest-rank.
+func pauseStatsOf(ds []time.Duration) pauseStats {
+	st := pauseStats{Count: len(ds)}
+	if len(ds) == 0 {
+		return st
+	}
+	sorted := append([]time.Duration(nil), ds...)
+	slices.Sort(sorted)
+	rank := func(p float64) time.Duration {
+		i := int(p*float64(len(sorted))+0.999999) - 1
+		return sorted[min(max(i, 0), len(sorted)-1)]
+	}
+	st.P50, st.P99, st.Max = durMS(rank(0.50)), durMS(rank(0.99)), durMS(sorted[len(sorted)-1])
+	for _, d := range ds {
+		st.Sum += durMS(d)
+	}
+	return st
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// watchedBuffer is a bytes.Buffer safe for concurrent use that calls
+// onWrite with everything written so far.
+type watchedBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	onWrite func(string)
+}
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	n, err := w.b.Write(p)
+	s := w.b.String()
+	w.mu.Unlock()
+	if w.onWrite != nil {
+		w.onWrite(s)
+	}
+	return n, err
+}
+
+func (w *watchedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// demoArgs are small sizes and a fast timeline.
+var demoArgs = []string{"demo", "--tasks", "4", "--stateless", "2", "--members", "2", "--rate", "100",
+	"--history", "500", "--value-size", "64", "--hold", "200ms", "--timeout", "1m"}
+
+var dataDirLine = regexp.MustCompile(`data in (\S+)`)
+
+// TestDemo runs the demo with small sizes and checks its report: tasks
+// moved, the counts are exact, and nothing is left behind.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a group of agents")
+	}
+	before := runtime.NumGoroutine()
+	var out watchedBuffer
+	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := run(ctx, demoArgs, e); err != nil {
+		t.Fatalf("handoff demo: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	if !strings.Contains(got, "counts         exact:") {
+		t.Errorf("the report does not say the counts are exact:\n%s", got)
+	}
+	m := regexp.MustCompile(`moves +(\d+) hand-overs: (\d+) stateful`).FindStringSubmatch(got)
+	if m == nil {
+		t.Fatalf("no moves line in the report:\n%s", got)
+	}
+	if n, _ := strconv.Atoi(m[2]); n == 0 {
+		t.Errorf("the report counts no stateful move: %q", m[0])
+	}
+	for _, want := range []string{"m3 started", "learner", "moved", "m1 leaving (POST /leave)", "m1 handed everything over", "pauses "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\033[") {
+		t.Errorf("the output has ANSI escapes although it is not a terminal")
+	}
+	checkCleanedUp(t, got, before)
+}
+
+// TestDemoInterrupted cancels the demo in the middle of its scale-up, as
+// Ctrl-C does: it stops cleanly and leaves nothing behind.
+func TestDemoInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a group of agents")
+	}
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var once sync.Once
+	out := &watchedBuffer{onWrite: func(s string) {
+		if strings.Contains(s, "m3 started") {
+			once.Do(cancel)
+		}
+	}}
+	e := &env{stdout: out, stderr: out, getenv: func(string) string { return "" }}
+	if err := run(ctx, demoArgs, e); err != nil {
+		t.Fatalf("interrupted demo = %v, want nil\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "interrupted") {
+		t.Errorf("the interrupted demo does not say so:\n%s", out.String())
+	}
+	checkCleanedUp(t, out.String(), before)
+}
+
+// checkCleanedUp checks that the demo's data directory is gone and its
+// goroutines have ended.
+func checkCleanedUp(t *testing.T, out string, before int) {
+	t.Helper()
+	m := dataDirLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the output does not name the data directory:\n%s", out)
+	}
+	if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+		t.Errorf("data directory %s still exists (stat: %v)", m[1], err)
+	}
+	// Idle HTTP connections and NATS readers end shortly after Close.
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+2 {
+		if time.Now().After(deadline) {
+			var b bytes.Buffer
+			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+			t.Fatalf("%d goroutines left, %d before the demo:\n%s", runtime.NumGoroutine(), before, b.String())
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+}
+
+func TestParseDemo(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     string
+		wantErr bool
+		check   func(demoSettings) bool
+	}{
+		{name: "defaults", check: func(s demoSettings) bool { return s.tasks == 12 && s.members == 3 && s.handover == "eager" }},
+		{name: "stable", args: []string{"--handover", "stable"}, check: func(s demoSettings) bool { return s.handover == "stable" }},
+		{name: "NO_COLOR", env: "1", check: func(s demoSettings) bool { return s.noColor }},
+		{name: "unknown mode", args: []string{"--handover", "cold"}, wantErr: true},
+		{name: "one member", args: []string{"--members", "1"}, wantErr: true},
+		{name: "no tasks", args: []string{"--tasks", "0"}, wantErr: true},
+		{name: "stray argument", args: []string{"now"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			s, err := parseDemo(tt.args, &out, func(string) string { return tt.env })
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseDemo(%q) error = %v, want error %v", tt.args, err, tt.wantErr)
+			}
+			if err == nil && tt.check != nil && !tt.check(s) {
+				t.Errorf("parseDemo(%q) = %+v", tt.args, s)
+			}
+		})
+	}
+}

@@ -1,0 +1,252 @@
+package countworker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// sidecar is an in-memory httpapi.Backend for one member, enough for the
+// worker: tasks with roles and epochs, state, checkpoints, revokes and
+// releases, and shutdown.
+type sidecar struct {
+	mu       sync.Mutex
+	version  uint64
+	changed  chan struct{} // closed and replaced on every change
+	tasks    map[string]*sidecarTask
+	order    []string
+	released map[string]bool
+	down     bool
+	data     map[string]map[string][]byte // task → key → value; kept across releases, like the changelog
+	// progress is closed and replaced on every change, commits included,
+	// so tests can wait for the worker's progress.
+	progress chan struct{}
+}
+
+type sidecarTask struct {
+	role       string
+	stateless  bool
+	epoch      uint64
+	revoked    bool
+	seq        uint64
+	checkpoint []byte
+}
+
+func newSidecar() *sidecar {
+	return &sidecar{version: 1, changed: make(chan struct{}), progress: make(chan struct{}),
+		tasks: map[string]*sidecarTask{}, released: map[string]bool{}, data: map[string]map[string][]byte{}}
+}
+
+// changeLocked publishes a new view.
+func (s *sidecar) changeLocked() {
+	s.version++
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.progressLocked()
+}
+
+func (s *sidecar) progressLocked() {
+	close(s.progress)
+	s.progress = make(chan struct{})
+}
+
+func (s *sidecar) set(id, role string, epoch uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[id]
+	if !ok {
+		t = &sidecarTask{}
+		s.tasks[id] = t
+		s.order = append(s.order, id)
+	}
+	t.role, t.epoch, t.revoked = role, epoch, false
+	delete(s.released, id)
+	s.changeLocked()
+}
+
+// setStateless makes task id stateless: it has no state to commit.
+func (s *sidecar) setStateless(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tasks[id].stateless = true
+	s.changeLocked()
+}
+
+func (s *sidecar) revoke(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tasks[id].revoked = true
+	s.changeLocked()
+}
+
+func (s *sidecar) shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = true
+	s.changeLocked()
+}
+
+func (s *sidecar) isReleased(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released[id]
+}
+
+func (s *sidecar) checkpoint(id string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq, _ := DecodeCheckpoint(s.tasks[id].checkpoint)
+	return seq
+}
+
+// waitFor waits until cond (called without the lock held) holds.
+func (s *sidecar) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		s.mu.Lock()
+		ch := s.progress
+		s.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (s *sidecar) checkCounts(t *testing.T, id string, want map[string]uint64) {
+	t.Helper()
+	for k, n := range want {
+		v, err := s.Get(id, []byte(k))
+		if err != nil || string(v) != strconv.FormatUint(n, 10) {
+			t.Errorf("count of %s = %q, %v; want %d", k, v, err, n)
+		}
+	}
+}
+
+func (s *sidecar) viewLocked() httpapi.View {
+	v := httpapi.View{Member: "m1", Generation: s.version, Version: s.version, State: httpapi.StateMember, Shutdown: s.down}
+	for _, id := range s.order {
+		t := s.tasks[id]
+		if s.released[id] {
+			continue
+		}
+		tv := httpapi.TaskView{ID: id, Role: t.role, Stateful: !t.stateless, Epoch: t.epoch}
+		if t.role == httpapi.RoleActive {
+			tv.Checkpoint = t.checkpoint
+		}
+		v.Tasks = append(v.Tasks, tv)
+		if t.revoked {
+			v.Revoke = append(v.Revoke, id)
+		}
+	}
+	return v
+}
+
+func (s *sidecar) Assignment() httpapi.View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.viewLocked()
+}
+
+func (s *sidecar) WaitAssignment(ctx context.Context, after uint64) httpapi.View {
+	for {
+		s.mu.Lock()
+		v, ch := s.viewLocked(), s.changed
+		s.mu.Unlock()
+		if v.Version > after {
+			return v
+		}
+		select {
+		case <-ctx.Done():
+			return v
+		case <-ch:
+		}
+	}
+}
+
+func (s *sidecar) activeLocked(id string) (*sidecarTask, error) {
+	t, ok := s.tasks[id]
+	if !ok || s.released[id] {
+		return nil, fmt.Errorf("task %s is not on member m1: %w", id, httpapi.ErrUnknownTask)
+	}
+	if t.role != httpapi.RoleActive {
+		return nil, fmt.Errorf("task %s is a %s on member m1: %w", id, t.role, httpapi.ErrNotOwner)
+	}
+	return t, nil
+}
+
+func (s *sidecar) Release(_ context.Context, id string) (httpapi.ReleaseResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.activeLocked(id)
+	if err != nil {
+		return httpapi.ReleaseResult{}, err
+	}
+	if !t.revoked {
+		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is not revoked: %w", id, httpapi.ErrNotRevoked)
+	}
+	s.released[id] = true
+	s.changeLocked()
+	return httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.seq}, nil
+}
+
+func (s *sidecar) Get(id string, key []byte) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.activeLocked(id); err != nil {
+		return nil, err
+	}
+	v, ok := s.data[id][string(key)]
+	if !ok {
+		return nil, fmt.Errorf("no key %q: %w", key, httpapi.ErrNotFound)
+	}
+	return v, nil
+}
+
+func (s *sidecar) Scan(string, httpapi.ScanOptions) ([]httpapi.KV, error) {
+	return nil, fmt.Errorf("the counter does not scan: %w", httpapi.ErrInvalid)
+}
+
+func (s *sidecar) Commit(_ context.Context, id string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.activeLocked(id)
+	if err != nil {
+		return httpapi.CommitResult{}, err
+	}
+	if t.stateless {
+		return httpapi.CommitResult{}, fmt.Errorf("task %s is stateless: %w", id, httpapi.ErrInvalid)
+	}
+	if req.Epoch != t.epoch {
+		return httpapi.CommitResult{}, fmt.Errorf("task %s is at epoch %d, not %d: %w", id, t.epoch, req.Epoch, httpapi.ErrNotOwner)
+	}
+	if s.data[id] == nil {
+		s.data[id] = map[string][]byte{}
+	}
+	for _, kv := range req.Puts {
+		s.data[id][string(kv.Key)] = kv.Value
+	}
+	if len(req.Checkpoint) > 0 {
+		t.checkpoint = req.Checkpoint
+	}
+	t.seq++
+	s.progressLocked()
+	return httpapi.CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil
+}
+
+func (s *sidecar) Leave(context.Context) (httpapi.LeaveStatus, error) {
+	return httpapi.LeaveStatus{}, fmt.Errorf("the counter does not leave: %w", httpapi.ErrInvalid)
+}
+func (s *sidecar) LeaveStatus() httpapi.LeaveStatus                 { return httpapi.LeaveStatus{} }
+func (s *sidecar) Group(context.Context) (httpapi.GroupView, error) { return httpapi.GroupView{}, nil }
+func (s *sidecar) Ready() error                                     { return nil }

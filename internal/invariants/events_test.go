@@ -1,0 +1,86 @@
+package invariants
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func ev(ms int, member, typ, task string, epoch uint64) Event {
+	return Event{Member: member, Time: t0.Add(time.Duration(ms) * time.Millisecond), Type: typ, Task: task, Epoch: epoch}
+}
+
+func TestPauses(t *testing.T) {
+	events := []Event{
+		ev(0, "a", EventStart, "t", 1),
+		ev(100, "a", EventStop, "t", 1),
+		ev(101, "a", EventRelease, "t", 1),
+		ev(110, "b", EventStart, "t", 2),
+		ev(200, "b", EventRestart, "t", 2),
+		ev(300, "b", EventStart, "t", 2), // a restart: not the pause
+		ev(400, "b", EventStop, "t", 2),
+		ev(405, "b", EventRelease, "t", 2),
+		ev(450, "c", EventStart, "t", 4), // epoch 3 was never started: 4 is next
+		ev(500, "c", EventRelease, "u", 1),
+	}
+	pauses, unpaired := Pauses(events)
+	if len(pauses) != 2 || pauses[0].Duration() != 9*time.Millisecond || pauses[0].From != "a" || pauses[0].To != "b" ||
+		pauses[1].Duration() != 45*time.Millisecond || pauses[1].To != "c" {
+		t.Errorf("Pauses = %+v, want a→b 9ms and b→c 45ms", pauses)
+	}
+	if len(unpaired) != 1 || unpaired[0].Task != "u" {
+		t.Errorf("Pauses unpaired = %+v, want the release of u", unpaired)
+	}
+}
+
+func TestOverlaps(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []Event
+		want   int
+	}{
+		{"hand-off", []Event{ev(0, "a", EventStart, "t", 1), ev(10, "a", EventStop, "t", 1), ev(11, "b", EventStart, "t", 2)}, 0},
+		{"restart on one member", []Event{ev(0, "a", EventStart, "t", 1), ev(5, "a", EventStart, "t", 1), ev(10, "a", EventStop, "t", 1)}, 0},
+		{"new owner before the stop", []Event{ev(0, "a", EventStart, "t", 1), ev(9, "b", EventStart, "t", 2), ev(10, "a", EventStop, "t", 1)}, 1},
+		{"never stopped", []Event{ev(0, "a", EventStart, "t", 1), ev(20, "b", EventStart, "t", 2)}, 1},
+		{"other tasks", []Event{ev(0, "a", EventStart, "t", 1), ev(1, "b", EventStart, "u", 1)}, 0},
+		{"back on the same member", []Event{ev(0, "a", EventStart, "t", 1), ev(10, "a", EventStop, "t", 1),
+			ev(11, "b", EventStart, "t", 2), ev(20, "b", EventStop, "t", 2), ev(21, "a", EventStart, "t", 3)}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Overlaps(tt.events); len(got) != tt.want {
+				t.Errorf("Overlaps = %v, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i))
+	}
+	for _, tt := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50}, {99, 99}, {100, 100}, {0, 1}} {
+		if got := Percentile(ds, tt.p); got != tt.want {
+			t.Errorf("Percentile(1..100, %v) = %v, want %v", tt.p, got, tt.want)
+		}
+	}
+	if got := Percentile(nil, 50); got != 0 {
+		t.Errorf("Percentile(nil) = %v, want 0", got)
+	}
+	if ds[0] != 100 {
+		t.Errorf("Percentile sorted its input")
+	}
+}
+
+func TestAcks(t *testing.T) {
+	events := []Event{{Type: EventCommit, Task: "t", Seq: 3, Epoch: 1}, {Type: EventStart, Task: "t"}}
+	if got := Acks(events); len(got) != 1 || got[0] != (Acked{Task: "t", Seq: 3, Epoch: 1}) {
+		t.Errorf("Acks = %+v", got)
+	}
+}

@@ -1,0 +1,85 @@
+package invariants
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/handoffhq/handoff/changelog"
+)
+
+// AckedAfterTakeover returns the acknowledged commits that a stale owner
+// got in after a newer owner took the task over: a commit at epoch e whose
+// sequence follows an epoch marker of a higher epoch. Each is a broken
+// fence (a worker was told a write succeeded after it lost the task),
+// whether or not the write is in recs as a commit.
+func AckedAfterTakeover(recs []Record, acks []Acked) []Acked {
+	type marker struct{ seq, epoch uint64 }
+	var markers []marker
+	for _, r := range recs {
+		if r.Entry.Kind == changelog.KindEpoch {
+			markers = append(markers, marker{r.Seq, r.Entry.Epoch})
+		}
+	}
+	var out []Acked
+	for _, a := range acks {
+		for _, m := range markers {
+			if m.seq >= a.Seq {
+				break
+			}
+			if m.epoch > a.Epoch {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TakeoverSeq returns the sequence of the first epoch marker above epoch:
+// from there on the owner at epoch is fenced. ok is false if the task was
+// never taken over from epoch.
+func TakeoverSeq(recs []Record, epoch uint64) (seq uint64, ok bool) {
+	for _, r := range recs {
+		if r.Entry.Kind == changelog.KindEpoch && r.Entry.Epoch > epoch {
+			return r.Seq, true
+		}
+	}
+	return 0, false
+}
+
+// CompareCounts compares a counting worker's state (key → decimal count)
+// with the exact counts it should hold, and describes every difference:
+// a wrong or undecodable count, a missing key, a key that should not be.
+func CompareCounts(data map[string][]byte, want map[string]uint64) []string {
+	var diffs []string
+	keys := make([]string, 0, len(want)+len(data))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range data {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w, expected := want[k]
+		v, present := data[k]
+		switch {
+		case !present && w == 0:
+		case !present:
+			diffs = append(diffs, fmt.Sprintf("key %q: missing, want %d", k, w))
+		case !expected:
+			diffs = append(diffs, fmt.Sprintf("key %q: %q, want no such key", k, v))
+		default:
+			n, err := strconv.ParseUint(string(v), 10, 64)
+			if err != nil {
+				diffs = append(diffs, fmt.Sprintf("key %q: %q is not a decimal count, want %d", k, v, w))
+			} else if n != w {
+				diffs = append(diffs, fmt.Sprintf("key %q: %d, want %d (off by %+d)", k, n, w, int64(n)-int64(w)))
+			}
+		}
+	}
+	return diffs
+}

@@ -1,0 +1,427 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/client"
+	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+// Member states in the lab (not the agent's states).
+const (
+	MemberRunning = "running"
+	MemberLeaving = "leaving" // POST /leave was called; the member hands its tasks over
+	MemberLeft    = "left"    // it left the group and stopped
+	MemberCrashed = "crashed"
+	MemberStopped = "stopped"
+)
+
+// Member is one member of the lab: an agent with its store, connections,
+// HTTP API and counter worker. Its data directory survives a restart.
+type Member struct {
+	ID  string
+	Dir string
+	lab *Lab
+
+	// mu guards the fields below. The recorder reads the agent under the
+	// read lock, and a teardown takes the write lock before it closes the
+	// store, so a sample never touches a closed store.
+	mu    sync.RWMutex
+	state string
+	inc   *incarnation
+	// activationReplayed sums the activation-replay counters of the
+	// member's ended incarnations.
+	activationReplayed float64
+	starts             int
+	failures           []error // incarnations that could not be stopped
+}
+
+// incarnation is one start of a member, from start to teardown.
+type incarnation struct {
+	nc, workerNC *nats.Conn
+	store        *statestore.Store
+	agent        *agent.Agent
+	client       *client.Client
+	addr         string
+	reg          *prometheus.Registry
+	api          *httpapi.Server
+	inputJS      jetstream.JetStream // the worker's
+
+	cancelAgent, cancelAPI, cancelWorker context.CancelFunc
+	agentDone, apiDone, workerDone       chan struct{}
+	agentErr, apiErr, workerErr          error
+
+	// calls counts the calls into the agent in flight (samples); stuck
+	// is set once one did not return within viewWait.
+	calls  sync.WaitGroup
+	stuck  atomic.Bool
+	asking atomic.Bool // a sample's call is in flight
+
+	once  sync.Once
+	ended chan struct{} // closed once torn down
+	err   error         // what the teardown could not stop
+}
+
+// start starts a new incarnation of m from its data directory.
+func (m *Member) start(ctx context.Context) error {
+	inc, err := m.open(ctx)
+	if err != nil {
+		return err
+	}
+	m.run(inc)
+	return nil
+}
+
+// open prepares a new incarnation of m: connections, store, agent and API
+// listener. Nothing runs yet; run starts it.
+func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
+	l := m.lab
+	log := l.log.With().Str("member", m.ID).Logger()
+	inc := &incarnation{
+		agentDone: make(chan struct{}), apiDone: make(chan struct{}), workerDone: make(chan struct{}),
+		ended: make(chan struct{}),
+	}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	if inc.nc, err = l.connect("handoff-lab-agent-" + m.ID); err != nil {
+		return nil, err
+	}
+	closers = append(closers, inc.nc.Close)
+	if inc.workerNC, err = l.connect("handoff-lab-worker-" + m.ID); err != nil {
+		return nil, err
+	}
+	closers = append(closers, inc.workerNC.Close)
+	wjs, err := jetstream.New(inc.workerNC)
+	if err != nil {
+		return nil, fmt.Errorf("lab: jetstream for the worker of %s: %w", m.ID, err)
+	}
+	inc.store, err = statestore.Open(filepath.Join(m.Dir, "state"), statestore.Options{Logger: log.With().Str("component", "pebble").Logger()})
+	if err != nil {
+		return nil, fmt.Errorf("lab: open the store of %s: %w", m.ID, err)
+	}
+	closers = append(closers, func() { _ = inc.store.Close() })
+	inc.reg = prometheus.NewRegistry()
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	inc.agent, err = agent.Open(openCtx, inc.nc, inc.store, agent.Options{
+		Group: l.opts.Group, MemberID: m.ID, Config: l.opts.Config, Logger: log, Registerer: inc.reg,
+	})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("lab: open the agent of %s: %w", m.ID, err)
+	}
+	api := httpapi.New(inc.agent, httpapi.Options{
+		Metrics: promhttp.HandlerFor(inc.reg, promhttp.HandlerOpts{}),
+		Logger:  log.With().Str("component", "api").Logger(),
+	})
+	addr, err := api.Listen("127.0.0.1:0") // the last step that can fail
+	if err != nil {
+		return nil, fmt.Errorf("lab: the API of %s: %w", m.ID, err)
+	}
+	inc.addr = addr.String()
+	inc.client = client.New("http://" + inc.addr)
+
+	inc.api, inc.inputJS = api, wjs
+	return inc, nil
+}
+
+// abort closes an opened incarnation that never ran.
+func (inc *incarnation) abort() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = inc.api.Run(ctx) // serves nothing and closes the listener
+	_ = inc.store.Close()
+	inc.workerNC.Close()
+	inc.nc.Close()
+}
+
+// run starts an opened incarnation: agent, API and worker. It runs until
+// torn down.
+func (m *Member) run(inc *incarnation) {
+	l := m.lab
+	log := l.log.With().Str("member", m.ID).Logger()
+	api, wjs := inc.api, inc.inputJS
+	var runCtx context.Context
+	runCtx, inc.cancelAgent = context.WithCancel(context.Background())
+	go func() {
+		defer close(inc.agentDone)
+		inc.agentErr = inc.agent.Run(runCtx)
+	}()
+	var apiCtx context.Context
+	apiCtx, inc.cancelAPI = context.WithCancel(context.Background())
+	go func() {
+		defer close(inc.apiDone)
+		inc.apiErr = api.Run(apiCtx)
+	}()
+	var workerCtx context.Context
+	workerCtx, inc.cancelWorker = context.WithCancel(context.Background())
+	go func() {
+		defer close(inc.workerDone)
+		inc.workerErr = countworker.Run(workerCtx, countworker.Options{
+			Client:   inc.client,
+			JS:       wjs,
+			Group:    l.opts.Group,
+			Batch:    l.opts.Batch,
+			MaxDelay: l.opts.MaxDelay,
+			OnEvent:  func(e countworker.Event) { l.rec.workerEvent(m.ID, e) },
+			Logger:   log.With().Str("component", "worker").Logger(),
+		})
+	}()
+
+	m.mu.Lock()
+	m.inc, m.state = inc, MemberRunning
+	m.starts++
+	m.mu.Unlock()
+	go m.supervise(inc)
+}
+
+// supervise tears the incarnation down once its worker returns on its own:
+// the agent said shutdown after a leave.
+func (m *Member) supervise(inc *incarnation) {
+	select {
+	case <-inc.workerDone:
+		_ = m.teardown(inc, true, MemberLeft) // logged; Close reports it again
+	case <-inc.ended:
+	}
+}
+
+// stopWait bounds each wait of a teardown: a component that has not
+// stopped by then is stuck (an agent deadlock, say), and the lab gives up
+// on it rather than hang.
+const stopWait = 20 * time.Second
+
+// teardown stops the incarnation once. A graceful one stops the worker
+// first (its last commits land) and deletes the member record; a crash
+// drops the NATS connection first and leaves the record to expire. A
+// component that does not stop within stopWait is left behind, with its
+// store open, and reported in the error.
+func (m *Member) teardown(inc *incarnation, graceful bool, state string) error {
+	inc.once.Do(func() {
+		defer close(inc.ended)
+		m.mu.Lock() // no new samples from here on
+		if m.inc == inc {
+			m.inc, m.state = nil, state
+		}
+		m.mu.Unlock()
+		if !graceful {
+			inc.nc.Close() // the group sees nothing more from the member
+			inc.cancelAgent()
+			inc.cancelAPI()
+		}
+		var stuck []string
+		t0 := time.Now()
+		inc.cancelWorker()
+		if !waitClosed(inc.workerDone, stopWait) {
+			stuck = append(stuck, "worker")
+		}
+		t1 := time.Now()
+		inc.cancelAPI()
+		if !waitClosed(inc.apiDone, stopWait) {
+			stuck = append(stuck, "API")
+		}
+		t2 := time.Now()
+		inc.cancelAgent()
+		if !waitClosed(inc.agentDone, stopWait) {
+			stuck = append(stuck, "agent")
+		}
+		m.lab.log.Debug().Str("member", m.ID).Dur("worker", t1.Sub(t0)).Dur("api", t2.Sub(t1)).Dur("agent", time.Since(t2)).Msg("teardown")
+		calls := make(chan struct{})
+		go func() {
+			inc.calls.Wait()
+			close(calls)
+		}()
+		if !waitClosed(calls, stopWait) {
+			stuck = append(stuck, "agent's view")
+		}
+
+		replayed := counterValue(inc.reg, "handoff_activation_replayed_messages_total")
+		m.mu.Lock()
+		m.activationReplayed += replayed
+		m.mu.Unlock()
+		if state == MemberLeft {
+			m.lab.rec.mark(Mark{Kind: MarkLeft, Member: m.ID})
+		}
+		if len(stuck) > 0 {
+			// Closing the store under a running agent would crash the
+			// process: leave it open.
+			inc.err = fmt.Errorf("lab: member %s: %s did not stop within %s; left running", m.ID, strings.Join(stuck, ", "), stopWait)
+			m.lab.log.Error().Err(inc.err).Str("member", m.ID).Msg("teardown")
+			m.mu.Lock()
+			m.failures = append(m.failures, inc.err)
+			m.mu.Unlock()
+			inc.workerNC.Close()
+			inc.nc.Close()
+			return
+		}
+		if graceful {
+			if err := inc.agent.Close(); err != nil {
+				m.lab.log.Warn().Err(err).Str("member", m.ID).Msg("close agent")
+			}
+		}
+		if err := inc.store.Close(); err != nil {
+			m.lab.log.Warn().Err(err).Str("member", m.ID).Msg("close store")
+		}
+		inc.workerNC.Close()
+		inc.nc.Close()
+	})
+	<-inc.ended
+	return inc.err
+}
+
+// waitClosed waits until ch is closed, at most d; it reports whether ch
+// was closed.
+func waitClosed(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// stop stops the member gracefully, without a leave, if it runs, and
+// returns what went wrong in this or an earlier teardown.
+func (m *Member) stop() error {
+	m.mu.RLock()
+	inc := m.inc
+	m.mu.RUnlock()
+	var err error
+	if inc != nil && m.teardown(inc, true, MemberStopped) == nil {
+		err = errors.Join(inc.agentErr, inc.apiErr, inc.workerErr)
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return errors.Join(append([]error{err}, m.failures...)...)
+}
+
+// State is the member's state in the lab (Member*).
+func (m *Member) State() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.state
+}
+
+// running reports whether an incarnation of the member runs.
+func (m *Member) running() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.inc != nil
+}
+
+// Addr is the member's API address while it runs.
+func (m *Member) Addr() string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.inc == nil {
+		return ""
+	}
+	return m.inc.addr
+}
+
+// slowView is how long a sample's call into an agent may take before the
+// lab writes every goroutine's stack to its data directory (once), to show
+// what holds the agent up.
+const slowView = 250 * time.Millisecond
+
+// viewWait bounds a sample's call into an agent. An agent whose lock is
+// held through a slow NATS call answers late; one that has not answered
+// for this long is taken for deadlocked.
+const viewWait = 30 * time.Second
+
+// viewResult is an agent's answer to a sample: its view, whether it
+// leads, and ok false when the member does not run or did not answer.
+type viewResult struct {
+	view    httpapi.View
+	leading bool
+	ok      bool
+}
+
+// fetchView asks the running agent for its view; the channel delivers the
+// answer once it comes. At most one call per incarnation is in flight: while
+// one is, and once the agent is stuck (no answer for viewWait), the channel
+// delivers a result with ok false at once. The member's lock is not held
+// during the call, and a teardown waits for it before it closes the store
+// the call may read.
+func (m *Member) fetchView() <-chan viewResult {
+	out := make(chan viewResult, 1)
+	m.mu.RLock()
+	inc := m.inc
+	if inc == nil || inc.stuck.Load() || !inc.asking.CompareAndSwap(false, true) {
+		m.mu.RUnlock()
+		out <- viewResult{}
+		return out
+	}
+	inc.calls.Add(1)
+	m.mu.RUnlock()
+	done := make(chan struct{})
+	go func() {
+		defer inc.calls.Done()
+		r := viewResult{view: inc.agent.Assignment(), leading: inc.agent.Leading(), ok: true}
+		inc.asking.Store(false)
+		close(done)
+		out <- r
+	}()
+	go func() {
+		if !waitClosed(done, slowView) {
+			m.lab.dumpStacks(m.ID)
+		}
+		if !waitClosed(done, viewWait) {
+			inc.stuck.Store(true)
+			m.lab.log.Error().Str("member", m.ID).Msgf("the agent has not answered for %s: it is stuck; the lab stops asking it", viewWait)
+		}
+	}()
+	return out
+}
+
+// ActivationReplayed is how many changelog messages this member's
+// activations replayed (handoff_activation_replayed_messages_total, summed
+// over its incarnations).
+func (m *Member) ActivationReplayed() float64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	v := m.activationReplayed
+	if m.inc != nil {
+		v += counterValue(m.inc.reg, "handoff_activation_replayed_messages_total")
+	}
+	return v
+}
+
+// counterValue sums a counter of reg over its labels; 0 if it is missing.
+func counterValue(reg *prometheus.Registry, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			v += m.GetCounter().GetValue()
+		}
+	}
+	return v
+}

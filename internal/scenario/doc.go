@@ -1,0 +1,32 @@
+// Package scenario runs handoff as real OS processes on loopback — a
+// nats-server (one node or a three-node JetStream cluster), handoff agents
+// and examples/counter workers — under continuous input, injects faults
+// (SIGKILL, SIGSTOP/SIGCONT, SIGTERM, restarts, POST /leave, NATS restarts)
+// and checks afterwards, from the changelog and the workers' event logs,
+// what handoff promises: one writer per task, no acknowledged commit lost,
+// exact state, and no planned move that paused a task for a restore.
+//
+// A scenario reads:
+//
+//	h := New(t, DefaultOptions())   // builds the binaries once, starts NATS
+//	h.Start(3)                      // m1..m3 and the input; waits until settled and committing
+//	mark := h.Mark()                // judge only what happens from here on
+//	h.AddMember("m4")               // or Member(id).Kill/Pause/Resume/Terminate/Leave, Restart, NATS[i].Proc.Kill
+//	h.WaitSettled(time.Minute, "m1", "m2", "m3", "m4")
+//	h.Verify(Expect{Planned: true, Mark: mark})
+//
+// OnGroup fires a fault the moment the group's KV bucket shows a state,
+// such as a learner catching up (Moving). Waiting is always on observed
+// state — the group's bucket, the workers' event logs, the agents' logs —
+// with deadlines, never on time alone.
+//
+// A Harness owns every process it starts, each in its own process group
+// that dies with the test process, and kills them all when its test ends,
+// even when it fails; a failed test logs the tails of every log and makes
+// the agents and workers still running dump their goroutines into theirs.
+//
+// The scenarios are the package's tests; they skip under -short. The
+// three-node NATS cluster scenario runs only with HANDOFF_CLUSTER_TESTS=1.
+// HANDOFF_SCENARIO_KEEP=1 keeps every scenario's directory (logs, event
+// logs, data) and logs where it is.
+package scenario

@@ -1,0 +1,259 @@
+package scenario
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/handoffhq/handoff/internal/invariants"
+)
+
+// Expect says what a scenario promises beyond the invariants every
+// scenario keeps.
+type Expect struct {
+	// Planned: every move after Mark was planned, so no activation after
+	// it replayed anything or was unplanned, and no two workers ever ran a
+	// task at once.
+	Planned bool
+	// Mark is the agents' log positions from Harness.Mark: activations
+	// before it (the group's start) are not judged.
+	Mark map[string]int
+}
+
+// Report is what Verify measured.
+type Report struct {
+	// Records is every stateful task's changelog.
+	Records map[string][]invariants.Record
+	Events  []invariants.Event
+	Pauses  []invariants.Pause
+	// Activations after the mark.
+	Activations []Activation
+	Commits     int
+	Refused     int
+	Restarts    int
+}
+
+// PauseDurations returns the pauses' durations.
+func (r Report) PauseDurations() []time.Duration {
+	ds := make([]time.Duration, len(r.Pauses))
+	for i, p := range r.Pauses {
+		ds[i] = p.Duration()
+	}
+	return ds
+}
+
+// Verify stops the input, waits until every stateful task's committed
+// checkpoint reaches the end of its input, and checks the invariants:
+//
+//   - every task's changelog is one chain (invariants.CheckChain);
+//   - no commit acknowledged to a worker is missing from it, and none was
+//     acknowledged after a newer owner's epoch marker;
+//   - replaying it gives exactly the generator's per-key counts, with the
+//     checkpoint at the end of the input;
+//   - every release was followed by the next owner's start (each hand-off
+//     pause is recorded), and the pauses are logged;
+//   - with x.Planned, no activation after x.Mark was unplanned or replayed
+//     anything, and no two workers ran a task at once;
+//   - every member not stopped on purpose still runs.
+func (h *Harness) Verify(x Expect) Report {
+	h.t.Helper()
+	if err := h.Gen.Stop(); err != nil {
+		h.t.Fatalf("generator: %v", err)
+	}
+	sent, retries := h.Gen.Sent()
+	h.Logf("input stopped: %d messages acknowledged (%d publish retries)", sent, retries)
+	ends := h.Gen.Ends()
+	counts := h.Gen.Counts()
+	h.Eventually("every task's checkpoint at the end of its input", 90*time.Second, func() error {
+		reached := map[string]uint64{}
+		for _, e := range h.allEvents() {
+			if e.Type == invariants.EventCommit {
+				reached[e.Task] = max(reached[e.Task], e.Checkpoint)
+			}
+		}
+		for _, task := range h.stateful {
+			if reached[task] < ends[task] {
+				return fmt.Errorf("task %s committed input up to %d of %d", task, reached[task], ends[task])
+			}
+		}
+		return nil
+	})
+	h.checkAlive()
+
+	rep := Report{Records: map[string][]invariants.Record{}, Events: h.allEvents()}
+	acks := map[string][]invariants.Acked{}
+	for _, a := range invariants.Acks(rep.Events) {
+		acks[a.Task] = append(acks[a.Task], a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	total := 0
+	for _, task := range h.stateful {
+		var recs []invariants.Record
+		err := poll(time.Minute, func() error { // a cluster may still be electing leaders
+			var err error
+			recs, err = invariants.ReadTask(ctx, h.js, h.opts.Group, task)
+			return err
+		})
+		if err != nil {
+			h.t.Fatalf("read the changelog of %s: %v", task, err)
+		}
+		rep.Records[task] = recs
+		total += len(recs)
+		h.checkTask(task, recs, acks[task], counts[task], ends[task])
+	}
+	for _, e := range rep.Events {
+		switch e.Type {
+		case invariants.EventCommit:
+			rep.Commits++
+		case invariants.EventRefused:
+			rep.Refused++
+		case invariants.EventRestart:
+			rep.Restarts++
+		}
+	}
+	h.Logf("changelog: %d messages over %d stateful tasks; workers: %d acknowledged commits, %d refused, %d restarts",
+		total, len(h.stateful), rep.Commits, rep.Refused, rep.Restarts)
+
+	var unpaired []invariants.Event
+	rep.Pauses, unpaired = invariants.Pauses(rep.Events)
+	for _, r := range unpaired {
+		h.t.Errorf("release of %s by %s at epoch %d (%s) was never followed by the next owner's start: a hand-off without a recorded pause",
+			r.Task, r.Member, r.Epoch, r.Time.Format(time.RFC3339Nano))
+	}
+	h.logPauses(rep.Pauses)
+	h.logCommitGaps(rep.Events)
+
+	rep.Activations = h.activationsAfter(x.Mark)
+	h.checkActivations(rep.Activations, x.Planned)
+	if x.Planned {
+		for _, o := range invariants.Overlaps(rep.Events) {
+			h.t.Errorf("two owners at once in a planned scenario: %s", o)
+		}
+	}
+	for _, m := range h.Members() {
+		if n, last := m.Events.r.Bad(); n > 0 {
+			h.Logf("%s's event log: %d undecodable lines (last %s)", m.ID, n, last)
+		}
+		if errs := m.Log.Errors(); len(errs) > 0 {
+			h.Logf("%s's agent logged %d errors, e.g. %q", m.ID, len(errs), errs[0])
+		}
+	}
+	return rep
+}
+
+// checkTask checks one stateful task's changelog against the workers'
+// acknowledgements and the generator's counts.
+func (h *Harness) checkTask(task string, recs []invariants.Record, acks []invariants.Acked, want map[string]uint64, end uint64) {
+	h.t.Helper()
+	chain := invariants.CheckChain(task, recs)
+	for _, v := range chain.Violations {
+		h.t.Errorf("%s: %s", task, v)
+	}
+	if missing := invariants.MissingAcks(recs, acks); len(missing) > 0 {
+		h.t.Errorf("%s: %d acknowledged commits missing from the changelog, e.g. %+v", task, len(missing), missing[0])
+	}
+	if stale := invariants.AckedAfterTakeover(recs, acks); len(stale) > 0 {
+		h.t.Errorf("%s: %d commits acknowledged to a stale owner after a newer epoch's marker, e.g. %+v", task, len(stale), stale[0])
+	}
+	st := invariants.Replay(recs)
+	if len(st.Checkpoint) != 8 {
+		h.t.Errorf("%s: checkpoint after replay is %d bytes, want the counter's 8", task, len(st.Checkpoint))
+	} else if cp := binary.BigEndian.Uint64(st.Checkpoint); cp != end {
+		h.t.Errorf("%s: checkpoint after replay is input seq %d, want the end of its input %d", task, cp, end)
+	}
+	if diffs := invariants.CompareCounts(st.Data, want); len(diffs) > 0 {
+		h.t.Errorf("%s: replayed counts differ from the input in %d keys: %s", task, len(diffs), strings.Join(diffs, "; "))
+	}
+}
+
+// activationsAfter collects every agent's activations logged after mark.
+func (h *Harness) activationsAfter(mark map[string]int) []Activation {
+	var out []Activation
+	for _, m := range h.Members() {
+		out = append(out, m.Log.ActivationsAfter(mark[m.ID])...)
+	}
+	return out
+}
+
+// checkActivations logs the activations and, for planned scenarios, fails
+// on any that was unplanned or replayed. A planned activation must replay
+// nothing: the learner tails the changelog up to the previous owner's
+// released sequence before it stops, so the epoch marker's fence finds the
+// copy current. (The acceptable lag only decides when the revoke starts;
+// the old owner keeps serving until its release.)
+func (h *Harness) checkActivations(acts []Activation, planned bool) {
+	h.t.Helper()
+	var nPlanned, nUnplanned int
+	var replayedPlanned, replayedUnplanned uint64
+	for _, a := range acts {
+		if a.Planned {
+			nPlanned++
+			replayedPlanned += a.Replayed
+		} else {
+			nUnplanned++
+			replayedUnplanned += a.Replayed
+		}
+		if planned && (!a.Planned || a.Replayed > 0) {
+			h.t.Errorf("activation of %s on %s at epoch %d: planned=%v replayed=%d, want a planned activation that replayed nothing",
+				a.Task, a.Member, a.Epoch, a.Planned, a.Replayed)
+		}
+	}
+	h.Logf("activations: %d planned (replayed %d messages), %d unplanned (replayed %d messages)",
+		nPlanned, replayedPlanned, nUnplanned, replayedUnplanned)
+}
+
+// logPauses logs the hand-off pauses' distribution.
+func (h *Harness) logPauses(pauses []invariants.Pause) {
+	ds := make([]time.Duration, len(pauses))
+	for i, p := range pauses {
+		ds[i] = p.Duration()
+	}
+	h.Logf("hand-off pauses: %d; p50 %s, p99 %s, max %s", len(ds),
+		invariants.Percentile(ds, 50).Round(time.Microsecond), invariants.Percentile(ds, 99).Round(time.Microsecond),
+		invariants.Percentile(ds, 100).Round(time.Microsecond))
+	sorted := append([]invariants.Pause(nil), pauses...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Duration() > sorted[j].Duration() })
+	for _, p := range sorted[:min(3, len(sorted))] {
+		h.Logf("  longest: %s %s→%s epoch %d: %s", p.Task, p.From, p.To, p.Epoch, p.Duration().Round(time.Microsecond))
+	}
+}
+
+// checkAlive fails the test for every member process that exited although
+// the scenario did not stop it.
+func (h *Harness) checkAlive() {
+	h.t.Helper()
+	if err := h.exited(); err != nil {
+		h.t.Error(err)
+	}
+}
+
+// logCommitGaps logs the longest time each of the worst tasks went without
+// an acknowledged commit while input kept coming: what a failover, a
+// restore or a NATS outage cost it, planned or not.
+func (h *Harness) logCommitGaps(events []invariants.Event) {
+	last := map[string]time.Time{}
+	type gap struct {
+		task     string
+		from, to time.Time
+	}
+	var gaps []gap
+	sorted := append([]invariants.Event(nil), events...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Time.Before(sorted[j].Time) })
+	for _, e := range sorted {
+		if e.Type != invariants.EventCommit {
+			continue
+		}
+		if l, ok := last[e.Task]; ok {
+			gaps = append(gaps, gap{e.Task, l, e.Time})
+		}
+		last[e.Task] = e.Time
+	}
+	sort.Slice(gaps, func(i, j int) bool { return gaps[i].to.Sub(gaps[i].from) > gaps[j].to.Sub(gaps[j].from) })
+	for _, g := range gaps[:min(3, len(gaps))] {
+		h.Logf("  longest without a commit: %s for %s (from %s)", g.task, g.to.Sub(g.from).Round(time.Millisecond), g.from.Format("15:04:05.000"))
+	}
+}
