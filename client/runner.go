@@ -411,6 +411,11 @@ func (r *runner) releaseIdle(ctx context.Context, v httpapi.View, revoked map[st
 // view asked for it meanwhile.
 func (r *runner) exit(ctx context.Context, s *supervisor) {
 	delete(r.tasks, s.tv.ID)
+	if s.release.Load() {
+		// Released (or being given up) by its supervisor: not again by
+		// releaseIdle while later views still list it under revoke.
+		r.releasedIdle[s.tv.ID] = s.tv.Epoch
+	}
 	if seq, cp := s.run.last(); seq > 0 {
 		r.lastCommit[s.tv.ID] = commitPoint{epoch: s.tv.Epoch, checkpoint: cp}
 	}

@@ -154,8 +154,15 @@ func (r *Replayer) Progress() Progress {
 // task's changelog up to seq. It returns early with an error when Run has
 // returned first (wrapping Run's error, or ErrStopped), or with ctx.Err().
 func (r *Replayer) WaitApplied(ctx context.Context, seq uint64) error {
-	if m, _, err := r.store.Meta(r.opts.Task); err == nil && m.Applied >= seq {
-		return nil
+	r.mu.Lock()
+	running := r.running && !r.done
+	r.mu.Unlock()
+	if !running {
+		// Nothing is applying: the store answers. (While Run runs, its
+		// progress does, so that Progress agrees once this returns.)
+		if m, _, err := r.store.Meta(r.opts.Task); err == nil && m.Applied >= seq {
+			return nil
+		}
 	}
 	// Ask Run to apply seq as soon as it has it.
 	for w := r.wanted.Load(); w < seq && !r.wanted.CompareAndSwap(w, seq); w = r.wanted.Load() {
