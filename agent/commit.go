@@ -96,15 +96,15 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	case errors.Is(err, changelog.ErrTooLarge):
 		return httpapi.CommitResult{}, fmt.Errorf("%w: %v; split the commit", httpapi.ErrTooLarge, err)
 	case err != nil:
-		return httpapi.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %v; nothing was committed, retry", httpapi.ErrUnavailable, id, err)
+		return httpapi.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %v; the commit may or may not have landed: retry it, and if the retry says the task must resume from its checkpoint, resume from /assignment", httpapi.ErrUnavailable, id, err)
 	}
 	t.lastSeq = seq
 	if err := a.store.Apply(id, e.Commit(seq)); err != nil {
 		// The commit is durable in the changelog but the local copy missed
-		// it: stop serving; the next activation replays it.
-		t.setLost(st.epoch)
-		a.viewChanged()
-		return httpapi.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but not applied locally (%v); the task restarts from the changelog", httpapi.ErrUnavailable, seq, id, err)
+		// it: stop serving until an activation has replayed it.
+		a.log.Error().Err(err).Str(fTask, id).Uint64(fSeq, seq).Msg("apply a commit that is in the changelog; activating the task again")
+		a.reactivate(t, st.epoch)
+		return httpapi.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but not applied locally (%v); resume from the checkpoint in /assignment once the task is active again", httpapi.ErrUnavailable, seq, id, err)
 	}
 	t.applied.Store(seq)
 	a.snapshotCommitted(id, st.epoch)
@@ -112,6 +112,26 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))
 	a.metrics.commitSeconds.Observe(time.Since(t0).Seconds())
 	return httpapi.CommitResult{Task: id, Seq: seq, Epoch: st.epoch}, nil
+}
+
+// reactivate runs the activation of t at epoch again, when its local copy
+// missed a commit of its own that is in the changelog (the store failed to
+// apply it): the activation replays it and appends a marker before the
+// worker may use the task again, without waiting for a new generation.
+// Callers may hold t.commitMu (the activation takes it only to finish).
+func (a *Agent) reactivate(t *task, epoch uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.role != httpapi.RoleActive || t.epoch != epoch || t.released || t.lost {
+		return
+	}
+	t.ready = false
+	a.startJobLocked(t, false, func(ctx context.Context, prev *job) {
+		a.activate(ctx, t, prev, epoch, 0, time.Time{})
+	})
+	a.bumpViewLocked()
 }
 
 // setLost marks the task as no longer this member's to write at epoch.
@@ -175,7 +195,7 @@ func (a *Agent) Release(ctx context.Context, id string) (httpapi.ReleaseResult, 
 		return res, nil
 	}
 	a.mu.Lock()
-	a.releases[id] = assign.Release{Epoch: res.Epoch, Seq: res.Seq, At: time.Now()}
+	a.releases[id] = assign.Release{Epoch: res.Epoch, Seq: res.Seq, At: time.Now(), Generation: a.generation}
 	a.bumpViewLocked()
 	a.mu.Unlock()
 	a.kickHeartbeat()

@@ -152,7 +152,12 @@ func (a *Agent) republishProgress() {
 			continue
 		}
 		if r := t.replayer.Load(); r != nil {
-			a.onProgress(t, r.Progress())
+			// A replayer that has not reported yet (still loading a
+			// snapshot, or not started) knows nothing of its lag: its zero
+			// progress would read as caught up and promote it.
+			if p := r.Progress(); p.Reported() {
+				a.onProgress(t, p)
+			}
 		}
 	}
 }

@@ -200,19 +200,53 @@ func TestSnapshotsTrimAndTheNextOwnerLoadsOne(t *testing.T) {
 	}
 }
 
-// TestSnapshotOnlyByTheActiveOwner: the step refuses tasks this member
-// does not own.
+// TestSnapshotOnlyByTheActiveOwner: the step snapshots a task its member
+// owns, and refuses one it holds a copy of as a standby, a stateless one
+// and an unknown one.
 func TestSnapshotOnlyByTheActiveOwner(t *testing.T) {
-	c := newCluster(t, testConfig("s0", "x0"))
-	m := c.startSnapshotting("m1", agent.SnapshotOptions{Disabled: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	cfg := testConfig("s0", "x0")
+	cfg.Standbys = 1
+	c := newCluster(t, cfg)
+	off := agent.SnapshotOptions{Disabled: true}
+	m1 := c.startSnapshotting("m1", off)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, task := range []string{"x0", "nope"} {
-		if _, err := m.a.Snapshot(ctx, task); err == nil {
-			t.Errorf("Snapshot(%s) = nil error, want a refusal", task)
-		}
-	}
-	if n := m.a.SnapshotDue(ctx); n != 0 {
+	if n := m1.a.SnapshotDue(ctx); n != 0 {
 		t.Errorf("SnapshotDue with nothing committed = %d, want 0", n)
+	}
+	waitFor(t, 20*time.Second, "s0 active on m1", func() error {
+		for _, tv := range m1.a.Assignment().Tasks {
+			if tv.ID == "s0" && tv.Role == httpapi.RoleActive {
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+	put := httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte("v")}}, Checkpoint: []byte("1")}
+	if _, err := m1.a.Commit(ctx, "s0", put); err != nil {
+		t.Fatal(err)
+	}
+	m2 := c.startSnapshotting("m2", off)
+	waitFor(t, 20*time.Second, "a current standby copy of s0 on m2", func() error {
+		for _, tv := range m2.a.Assignment().Tasks {
+			if tv.ID == "s0" && tv.Role == httpapi.RoleStandby && tv.Lag == 0 {
+				if m, ok, err := m2.store.Meta("s0"); err != nil || !ok || m.Applied == 0 {
+					return fmt.Errorf("m2's copy of s0: %+v %v %v", m, ok, err)
+				}
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+	if info, err := m1.a.Snapshot(ctx, "s0"); err != nil || info.Keys != 1 {
+		t.Errorf("owner's Snapshot(s0) = %+v, %v; want a snapshot of 1 key", info, err)
+	}
+	for _, tc := range []struct {
+		m    *member
+		task string
+	}{{m2, "s0"}, {m1, "x0"}, {m2, "x0"}, {m1, "nope"}} {
+		if _, err := tc.m.a.Snapshot(ctx, tc.task); err == nil {
+			t.Errorf("%s: Snapshot(%s) = nil error, want a refusal", tc.m.id, tc.task)
+		}
 	}
 }

@@ -168,6 +168,8 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 				continue
 			}
 			if meta, _, err = a.store.Meta(t.id); err != nil {
+				a.log.Error().Err(err).Str(fTask, t.id).Msg("read task meta after catching up; retrying")
+				sleepCtx(ctx, time.Second)
 				continue
 			}
 		}
@@ -192,6 +194,7 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		if err := a.store.Apply(t.id, statestore.Commit{Seq: seq, Epoch: epoch}); err != nil {
 			// The marker is in the changelog; the next attempt replays it.
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("apply epoch marker; replaying")
+			sleepCtx(ctx, 250*time.Millisecond)
 			continue
 		}
 		a.markReady(ctx, t, epoch, seq, replayed, handoffAt)

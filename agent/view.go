@@ -89,7 +89,7 @@ func (a *Agent) viewLocked() httpapi.View {
 		t.mu.Unlock()
 		if tv.Role == httpapi.RoleActive && t.stateful {
 			if m, ok, err := a.store.Meta(id); err == nil && ok {
-				tv.Checkpoint = m.Checkpoint
+				tv.Checkpoint, tv.Seq = m.Checkpoint, m.Applied
 			}
 		}
 		v.Tasks = append(v.Tasks, tv)

@@ -54,7 +54,7 @@ var (
 	ErrNotOwner = &Error{Code: httpapi.CodeNotOwner}
 	// ErrNotFound: the key does not exist (Get).
 	ErrNotFound = &Error{Code: httpapi.CodeNotFound}
-	// ErrUnknownTask: the task is not on this member.
+	// ErrUnknownTask: the task is not one of the group's tasks.
 	ErrUnknownTask = &Error{Code: httpapi.CodeUnknownTask}
 	// ErrNotRevoked: a release of a task that is not being revoked.
 	ErrNotRevoked = &Error{Code: httpapi.CodeNotRevoked}

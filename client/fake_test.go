@@ -72,6 +72,15 @@ func (f *fakeAgent) setTask(id, role string, epoch uint64, checkpoint string) {
 	})
 }
 
+// setTaskAt is setTask for a copy that has applied the changelog up to seq.
+func (f *fakeAgent) setTaskAt(id, role string, epoch uint64, checkpoint string, seq uint64) {
+	f.setTask(id, role, epoch, checkpoint)
+	f.change(func() { f.tasks[id].seq = seq })
+}
+
+// setRole changes a task's role, keeping its epoch, data and checkpoint.
+func (f *fakeAgent) setRole(id, role string) { f.change(func() { f.tasks[id].role = role }) }
+
 func (f *fakeAgent) revoke(id string) { f.change(func() { f.tasks[id].revoked = true }) }
 
 func (f *fakeAgent) setEpoch(id string, epoch uint64) {
@@ -120,7 +129,7 @@ func (f *fakeAgent) viewLocked() httpapi.View {
 		t := f.tasks[id]
 		tv := httpapi.TaskView{ID: id, Role: t.role, Stateful: true, Epoch: t.epoch}
 		if t.role == httpapi.RoleActive {
-			tv.Checkpoint = t.checkpoint
+			tv.Checkpoint, tv.Seq = t.checkpoint, t.seq
 		}
 		v.Tasks = append(v.Tasks, tv)
 		if t.revoked {
@@ -244,6 +253,10 @@ func (f *fakeAgent) Commit(_ context.Context, id string, req httpapi.CommitReque
 	}
 	t.seq++
 	f.ops = append(f.ops, fmt.Sprintf("commit %s %s", id, req.Checkpoint))
+	if err := f.fail["CommitAck"]; err != nil {
+		// Committed, but the acknowledgement is lost.
+		return httpapi.CommitResult{}, err
+	}
 	return httpapi.CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil
 }
 

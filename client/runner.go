@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,8 +266,8 @@ type runner struct {
 	tasks   map[string]*supervisor
 	exited  chan *supervisor
 	closing bool
-	// lastCommit is, per task, the epoch and checkpoint of the last commit
-	// of the runs that ended.
+	// lastCommit is, per task, the epoch, sequence and checkpoint of the
+	// last acknowledged commit of the runs that ended.
 	lastCommit map[string]commitPoint
 	// releasedIdle remembers, per task, the epoch at which a task revoked
 	// before this worker ever ran it was released, so that it is released
@@ -279,6 +280,7 @@ type runner struct {
 // commitPoint is where a run's last commit left a task.
 type commitPoint struct {
 	epoch      uint64
+	seq        uint64
 	checkpoint []byte
 }
 
@@ -417,7 +419,7 @@ func (r *runner) exit(ctx context.Context, s *supervisor) {
 		r.releasedIdle[s.tv.ID] = s.tv.Epoch
 	}
 	if seq, cp := s.run.last(); seq > 0 {
-		r.lastCommit[s.tv.ID] = commitPoint{epoch: s.tv.Epoch, checkpoint: cp}
+		r.lastCommit[s.tv.ID] = commitPoint{epoch: s.tv.Epoch, seq: seq, checkpoint: cp}
 	}
 	if s.next == nil || r.closing {
 		return
@@ -444,8 +446,11 @@ func (r *runner) start(ctx context.Context, tv httpapi.TaskView) {
 	// A view that starts a task again at the epoch of an earlier run here
 	// may have been built while that run was still committing: its last
 	// commit is then the newer checkpoint (only this worker commits at this
-	// epoch), and resuming from the view's would process input twice.
-	if lc, ok := r.lastCommit[tv.ID]; ok && lc.epoch == tv.Epoch {
+	// epoch), and resuming from the view's would process input twice. The
+	// view's Seq tells: a copy that has applied past that commit (a later
+	// commit whose acknowledgement was lost, an activation's marker) holds
+	// the newer checkpoint itself.
+	if lc, ok := r.lastCommit[tv.ID]; ok && lc.epoch == tv.Epoch && lc.seq > tv.Seq {
 		tv.Checkpoint = lc.checkpoint
 	}
 	stopCtx, stopFn := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -550,20 +555,32 @@ func (s *supervisor) call(t Task) (err error) {
 }
 
 // latestCheckpoint asks the agent for the task's checkpoint; the one of the
-// last commit made through Task is the fallback.
+// last commit made through Task is the fallback. While the agent shows the
+// task as a learner at this epoch, it is being activated again (its copy
+// missed a commit and is catching up), and the checkpoint it will show
+// once active may be newer than any acknowledged here: wait for it.
 func (s *supervisor) latestCheckpoint(tv httpapi.TaskView) []byte {
 	_, last := s.run.last()
-	v, err := s.r.c.Assignment(s.ctx, 0, 0)
-	if err != nil {
-		s.log.Debug().Err(err).Msg("read the task's checkpoint; using the last one committed here")
-		return last
-	}
-	for _, t := range v.Tasks {
-		if t.ID == tv.ID && t.Epoch == tv.Epoch && t.Role == httpapi.RoleActive {
-			return t.Checkpoint
+	var after uint64
+	for {
+		v, err := s.r.c.Assignment(s.ctx, after, s.r.opts.PollWait)
+		if err != nil {
+			s.log.Debug().Err(err).Msg("read the task's checkpoint; using the last one committed here")
+			return last
+		}
+		i := slices.IndexFunc(v.Tasks, func(t httpapi.TaskView) bool { return t.ID == tv.ID && t.Epoch == tv.Epoch })
+		if i < 0 {
+			return last // the task left: the runner stops this supervisor
+		}
+		switch v.Tasks[i].Role {
+		case httpapi.RoleActive:
+			return v.Tasks[i].Checkpoint
+		case httpapi.RoleLearner:
+			after = v.Version
+		default:
+			return last
 		}
 	}
-	return last
 }
 
 // doRelease releases the stopped task, retrying while the agent is

@@ -297,33 +297,26 @@ func TestTaskContextOutlivesStopOnly(t *testing.T) {
 	tests := []struct {
 		name  string
 		cause error
-		alive bool
+		want  error // the cause the task context ends with
 	}{
-		{"stopped by the runner", ErrStopped, true},
-		{"cancelled by the caller", context.Canceled, false},
+		// A runner stop leaves the final call its StopTimeout; only then
+		// is it cut off.
+		{"stopped by the runner", ErrStopped, context.DeadlineExceeded},
+		{"cancelled by the caller", context.Canceled, context.Canceled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			parent, cancel := context.WithCancelCause(context.Background())
-			ctx, done := Task{ID: "t1", run: &taskRun{stopTimeout: time.Hour}}.context(parent)
+			ctx, done := Task{ID: "t1", run: &taskRun{stopTimeout: 20 * time.Millisecond}}.context(parent)
 			defer done()
 			cancel(tt.cause)
-			if tt.alive {
-				// Give AfterFunc every chance to (wrongly) cancel: a canceled
-				// child of the same parent is observed first.
-				<-parent.Done()
-				probe, stopProbe := context.WithCancel(context.Background())
-				context.AfterFunc(parent, stopProbe)
-				<-probe.Done()
-				if ctx.Err() != nil {
-					t.Fatalf("task context ended (%v) after a runner stop, want it alive for StopTimeout", context.Cause(ctx))
-				}
-				return
-			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(10 * time.Second):
-				t.Fatal("task context still alive after the caller cancelled")
+				t.Fatal("task context still alive 10s after its parent ended")
+			}
+			if got := context.Cause(ctx); !errors.Is(got, tt.want) || (tt.cause == ErrStopped && errors.Is(got, ErrStopped)) {
+				t.Errorf("task context ended with %v, want %v", got, tt.want)
 			}
 		})
 	}
@@ -386,5 +379,117 @@ func TestRunRestartAtSameEpochResumesAfterTheLastCommit(t *testing.T) {
 	h.expect("t1", EventStop, EventStart)
 	if got := <-starts; string(got.Checkpoint) != "c1" {
 		t.Errorf("restarted from %q, want c1, the stopped run's last commit", got.Checkpoint)
+	}
+}
+
+// TestRunRestartAtSameEpochAfterALostAck: a run whose last commit landed
+// but was not acknowledged, given back at the same epoch, resumes from the
+// view's checkpoint (which holds that commit), not from its last
+// acknowledged one.
+func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 2, "c0")
+	starts := make(chan Task, 2)
+	lost := make(chan error, 1)
+	h := startRun(t, agent, func(ctx context.Context, tk Task) error {
+		starts <- tk
+		if len(starts) > 1 {
+			<-ctx.Done()
+			return nil
+		}
+		if _, err := tk.Commit(ctx, nil, nil, []byte("c1")); err != nil {
+			return err
+		}
+		agent.setFail("CommitAck", httpapi.ErrUnavailable)
+		_, err := tk.Commit(ctx, nil, nil, []byte("c2"))
+		agent.setFail("CommitAck", nil)
+		lost <- err
+		<-ctx.Done()
+		return nil
+	}, nil)
+	h.expect("t1", EventStart)
+	<-starts
+	if err := <-lost; err == nil {
+		t.Fatal("the commit whose acknowledgement was lost succeeded")
+	}
+	agent.remove("t1")
+	h.expect("t1", EventStop)
+	agent.setTaskAt("t1", httpapi.RoleActive, 2, "c2", 2) // the agent caught up with c2
+	h.expect("t1", EventStart)
+	if got := <-starts; string(got.Checkpoint) != "c2" {
+		t.Errorf("restarted from %q, want c2: the view's copy holds the unacknowledged commit", got.Checkpoint)
+	}
+}
+
+// TestRunRestartWaitsForAReactivation: a task function that fails after a
+// commit whose acknowledgement was lost, while the agent activates the task
+// again at the same epoch (its copy replays that commit), restarts from the
+// checkpoint the agent shows once the task is active again, not from the
+// last acknowledged one. The runner's own view polls are held back
+// meanwhile, so that only the restart's read of the checkpoint can see the
+// reactivation.
+func TestRunRestartWaitsForAReactivation(t *testing.T) {
+	agent := newFakeAgent()
+	agent.setTask("t1", httpapi.RoleActive, 1, "cp1")
+	var holding atomic.Bool
+	release := make(chan struct{})
+	read := make(chan struct{}, 10) // a read of the checkpoint was answered
+	wrap := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/assignment" {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if holding.Load() {
+				if after := r.URL.Query().Get("after"); after == "" || after == "0" {
+					read <- struct{}{}
+				} else {
+					<-release
+				}
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		})
+	}
+	checkpoints := make(chan string, 10)
+	h := startRun(t, agent, func(ctx context.Context, tk Task) error {
+		checkpoints <- string(tk.Checkpoint)
+		if len(checkpoints) > 1 {
+			<-ctx.Done()
+			return nil
+		}
+		if _, err := tk.Commit(ctx, nil, nil, []byte("cp2")); err != nil {
+			return err
+		}
+		holding.Store(true)
+		agent.setFail("CommitAck", httpapi.ErrUnavailable)
+		_, err := tk.Commit(ctx, nil, nil, []byte("cp3"))
+		agent.setFail("CommitAck", nil)
+		agent.setRole("t1", httpapi.RoleLearner) // the agent replays cp3's commit
+		return fmt.Errorf("commit outcome unknown: %w", err)
+	}, wrap)
+	h.expect("t1", EventStart, EventRestart)
+	<-read
+	agent.setRole("t1", httpapi.RoleActive)
+	holding.Store(false)
+	close(release)
+	for {
+		ev := h.next()
+		if ev.Type == EventStop {
+			continue
+		}
+		if ev.Type != EventStart || ev.Task != "t1" {
+			t.Fatalf("event %+v, want t1 to start again", ev)
+		}
+		break
+	}
+	<-checkpoints
+	if got := <-checkpoints; got != "cp3" {
+		t.Errorf("restarted from %q, want cp3: the commit whose acknowledgement was lost is in the agent's copy", got)
 	}
 }

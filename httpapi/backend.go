@@ -63,6 +63,11 @@ type TaskView struct {
 	Lag uint64 `json:"lag"`
 	// Checkpoint is the input position to resume from (actives only).
 	Checkpoint []byte `json:"checkpoint,omitempty"`
+	// Seq is the changelog sequence this member's copy has applied, the
+	// Checkpoint's commit included (stateful actives only). A worker that
+	// remembers a commit of its own at this epoch with a higher Seq knows
+	// that this view was built before that commit was applied.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // KV is a key and value; both are base64 in JSON, so any bytes are safe.

@@ -12,7 +12,7 @@ const (
 	CodeInvalid          = "invalid"            // 400: the request is malformed; fix it
 	CodeTooLarge         = "too_large"          // 413: body, key or value over a limit
 	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong token
-	CodeUnknownTask      = "unknown_task"       // 404: the task is not on this member
+	CodeUnknownTask      = "unknown_task"       // 404: the task is not one of the group's tasks
 	CodeNotFound         = "not_found"          // 404: no such key, or no such route
 	CodeNotOwner         = "not_owner"          // 409: this member is not the task's active owner
 	CodeNotRevoked       = "not_revoked"        // 409: release of a task that is not being revoked

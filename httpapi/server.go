@@ -45,7 +45,7 @@ type Options struct {
 	// MaxBodyBytes bounds a request body (413 too_large beyond it).
 	MaxBodyBytes int64
 	// MaxKeyBytes and MaxValueBytes bound each key and value of a commit
-	// (and the checkpoint, which is bounded like a key).
+	// (and the checkpoint, which is bounded like a value).
 	MaxKeyBytes   int
 	MaxValueBytes int
 	// MaxLongPoll caps GET /assignment?wait=.

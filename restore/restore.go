@@ -92,11 +92,19 @@ type Progress struct {
 	// this run.
 	Replayed, ReplayedBytes uint64
 	// ETA is LagMsgs at the current Rate; 0 when caught up or unknown.
-	ETA     time.Duration
+	ETA time.Duration
+	// Started is when Run began reading the changelog. It is zero until
+	// Run's first report, and such a progress says nothing of the lag
+	// (see Reported).
 	Started time.Time
 	// CaughtUp is LagMsgs == 0 at the time of the report.
 	CaughtUp bool
 }
+
+// Reported tells whether p comes from a report of Run: a Replayer's
+// progress before that (Run not started, or loading a snapshot) has a zero
+// lag that must not be read as caught up.
+func (p Progress) Reported() bool { return !p.Started.IsZero() }
 
 // Replayer replays one task's changelog into a store. Run it once; its other
 // methods are safe from any goroutine.

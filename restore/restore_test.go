@@ -270,13 +270,31 @@ func TestWaitApplied(t *testing.T) {
 	if err := <-waited; !errors.Is(err, context.Canceled) {
 		t.Fatalf("WaitApplied with a cancelled context = %v", err)
 	}
-	// Woken by Run's flush.
-	go func() { waited <- r.WaitApplied(testContext(t), a.last) }()
-	if err := r.Run(testContext(t)); err != nil {
-		t.Fatal(err)
+	// Woken by a running Run once it applies the sequence: a tailing Run
+	// returns only when cancelled, after the wait, and the sequence is not
+	// in the changelog when the wait starts.
+	tail := restore.New(e.log, memStore(t), restore.Options{Task: "t", Tail: true})
+	tctx, stopTail := context.WithCancel(testContext(t))
+	tailed := make(chan error, 1)
+	go func() { tailed <- tail.Run(tctx) }()
+	next := a.last + 1 // the stream holds only this task
+	go func() { waited <- tail.WaitApplied(testContext(t), next) }()
+	a.commit(t, entry(1))
+	if a.last != next {
+		t.Fatalf("appended at %d, want %d", a.last, next)
 	}
 	if err := <-waited; err != nil {
-		t.Fatalf("WaitApplied woken by Run = %v", err)
+		t.Fatalf("WaitApplied woken by a tailing Run = %v", err)
+	}
+	if p := tail.Progress(); p.Applied < next {
+		t.Errorf("WaitApplied returned with Progress at %d, want %d", p.Applied, next)
+	}
+	stopTail()
+	if err := <-tailed; err != nil {
+		t.Fatalf("tailing Run = %v", err)
+	}
+	if err := r.Run(testContext(t)); err != nil {
+		t.Fatal(err)
 	}
 	// A sequence a finished Run never reached.
 	if err := r.WaitApplied(testContext(t), a.last+10); !errors.Is(err, restore.ErrStopped) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench.sh runs handoff's standard rebalance comparison and keeps every
-# result under one folder, bench-results/<date>/:
+# result under one folder, bench-results/<date>_<time>/ (or $OUT):
 #
 #   scale-up-3-4/     handoff bench --scenario scale-up   --from 3 --to 4
 #   scale-down-4-3/   handoff bench --scenario scale-down --from 4 --to 3

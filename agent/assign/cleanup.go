@@ -116,11 +116,12 @@ func (p *planner) unfit(i int, id string, stateful bool) string {
 func (p *planner) cancelRevoke(i int, owner *member, reason string) {
 	t := p.next[i]
 	p.move(i, MoveRevokeCancel, t.Active, t.Revoke.Target, reason)
+	cancelled := t.Revoke
 	t.Revoke = nil
 	if owner == nil {
 		return
 	}
-	if r, ok := p.released(owner, i); ok {
+	if r, ok := p.released(owner, i, cancelled); ok {
 		t.Epoch++
 		t.HandoffSeq, t.HandoffAt = r.Seq, r.At
 	}
@@ -137,7 +138,7 @@ func (p *planner) unassignAll() {
 		switch {
 		case t.Active != "" && p.byID[t.Active] != nil:
 			if t.Revoke == nil {
-				t.Revoke = &Revoke{Target: "", Since: p.now, Reason: reasonNoMember}
+				t.Revoke = &Revoke{Target: "", Since: p.now, Reason: reasonNoMember, Generation: p.in.Current.Generation + 1}
 				p.move(i, MoveRevoke, t.Active, "", reasonNoMember)
 			}
 			t.Learners, t.Standbys = nil, nil

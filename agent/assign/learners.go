@@ -247,7 +247,7 @@ func (p *planner) wasStandby(i int, m string) bool {
 
 func (p *planner) startRevoke(i int, to *member, reason string) {
 	t := p.next[i]
-	t.Revoke = &Revoke{Target: to.id, Since: p.now, Reason: reason}
+	t.Revoke = &Revoke{Target: to.id, Since: p.now, Reason: reason, Generation: p.in.Current.Generation + 1}
 	p.move(i, MoveRevoke, t.Active, to.id, reason)
 }
 

@@ -238,11 +238,11 @@ func (p *planner) caughtUp(i int, m string) bool {
 	return ok && l <= p.cfg.AcceptableLag
 }
 
-// released returns owner's release of task i if it is for the task's
-// current epoch.
-func (p *planner) released(owner *member, i int) (Release, bool) {
+// released returns owner's release of task i if it answers revoke rv at
+// the task's current epoch.
+func (p *planner) released(owner *member, i int, rv *Revoke) (Release, bool) {
 	r, ok := owner.rec.Released[p.tasks[i].ID]
-	return r, ok && r.Epoch == p.next[i].Epoch
+	return r, ok && r.answers(rv, p.next[i].Epoch)
 }
 
 // position is how far m's local copy of task i reaches; 0 if it has none.

@@ -56,6 +56,20 @@ func TestPlan(t *testing.T) {
 		}
 		return ms
 	}
+	// A revoke issued by generation 7, and releases of it made at
+	// generations 5 (an earlier revoke's, cancelled before the leader saw
+	// it) and 7.
+	reissued := with(revoking, func(a *Assignment) { a.Tasks["s-03"].Revoke.Generation = 7 })
+	releasedAtGen := func(ms []Member, gen uint64) []Member {
+		ms = released(ms, "m1", "s-03", 1, 77)
+		for i := range ms {
+			if r, ok := ms[i].Released["s-03"]; ok {
+				r.Generation = gen
+				ms[i].Released["s-03"] = r
+			}
+		}
+		return ms
+	}
 	four := members("m1", "m2", "m3", "m4")
 	stable := func(c *Config) { c.Handover = Stable }
 	round := with(learning, func(a *Assignment) {
@@ -141,6 +155,18 @@ func TestPlan(t *testing.T) {
 			in:       Input{Config: config(ids("s", 12), ""), Now: at(5), Members: released(four, "m1", "s-03", 0, 77), Current: revoking},
 			same:     true,
 			deadline: at(10),
+		},
+		{
+			name:     "a release made before the revoke was issued is ignored",
+			in:       Input{Config: config(ids("s", 12), ""), Now: at(5), Members: releasedAtGen(four, 5), Current: reissued},
+			same:     true,
+			deadline: at(10),
+		},
+		{
+			name:  "a release made under the revoke promotes",
+			in:    Input{Config: config(ids("s", 12), ""), Now: at(5), Members: releasedAtGen(four, 7), Current: reissued, Lags: lags("s-03/m4=0")},
+			want:  map[string]string{"s-03": "a=m4 e=2 seq=77"},
+			moves: []string{"s-03 promote m1>m4 released"},
 		},
 		{
 			name:  "the release timeout promotes without a sequence",

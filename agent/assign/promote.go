@@ -19,7 +19,7 @@ func (p *planner) promote() {
 		if owner == nil {
 			continue
 		}
-		r, released := p.released(owner, i)
+		r, released := p.released(owner, i, t.Revoke)
 		if !released && p.now.Before(t.Revoke.Since.Add(p.cfg.ReleaseTimeout.D())) {
 			continue
 		}

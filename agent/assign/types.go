@@ -79,8 +79,9 @@ type Member struct {
 	Positions map[string]uint64 `json:"positions,omitempty"`
 	// Released acknowledges revokes: the member's worker stopped the task and
 	// made its last commit at changelog sequence Seq while the task was at
-	// Epoch. A release whose epoch is not the task's current epoch is stale
-	// and ignored.
+	// Epoch. A release whose epoch is not the task's current epoch, or
+	// that was made before the revoke it would complete was issued, is
+	// stale and ignored.
 	Released map[string]Release `json:"released,omitempty"`
 }
 
@@ -89,6 +90,21 @@ type Release struct {
 	Epoch uint64    `json:"epoch"`
 	Seq   uint64    `json:"seq"`
 	At    time.Time `json:"at"`
+	// Generation is the member's generation when its worker released: a
+	// release answers only a revoke issued at or before it. A revoke that
+	// is cancelled before the leader saw its release, and issued again at
+	// the same epoch, must wait for a new release: the worker served the
+	// task again in between. 0 (a member that predates the field) matches
+	// any revoke of its epoch.
+	Generation uint64 `json:"generation,omitempty"`
+}
+
+// answers reports whether r acknowledges revoke rv of a task at epoch.
+func (r Release) answers(rv *Revoke, epoch uint64) bool {
+	if r.Epoch != epoch {
+		return false
+	}
+	return rv == nil || r.Generation == 0 || r.Generation >= rv.Generation
 }
 
 // Assignment is the state the leader publishes, one version per generation.
@@ -131,6 +147,9 @@ type TaskAssignment struct {
 type Revoke struct {
 	Target string    `json:"target"`
 	Since  time.Time `json:"since"`
+	// Generation is the generation that issued the revoke (0 from leaders
+	// that predate the field).
+	Generation uint64 `json:"generation,omitempty"`
 	// Reason is a short, stable word: "balance", "leave", "leave-timeout".
 	Reason string `json:"reason"`
 }

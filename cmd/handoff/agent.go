@@ -91,13 +91,17 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	apiCtx, stopAPI := context.WithCancel(context.Background())
 	g, _ := errgroup.WithContext(runCtx)
-	runErr := make(chan error, 1)
+	runErr, apiErr := make(chan error, 1), make(chan error, 1)
 	g.Go(func() error {
 		err := a.Run(runCtx)
 		runErr <- err
 		return err
 	})
-	g.Go(func() error { return api.Run(apiCtx) })
+	g.Go(func() error {
+		err := api.Run(apiCtx)
+		apiErr <- err
+		return err
+	})
 
 	select {
 	case <-ctx.Done():
@@ -111,6 +115,10 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 		if err != nil {
 			log.Error().Err(err).Msg("agent stopped")
 		}
+	case err := <-apiErr:
+		// The worker can no longer reach this member: stop, so that the
+		// group fails its tasks over, instead of holding them unserved.
+		log.Error().Err(err).Msg("worker API stopped; stopping the agent")
 	}
 	stopAPI()
 	stopRun()

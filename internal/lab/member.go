@@ -124,7 +124,7 @@ func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 	inc.reg = prometheus.NewRegistry()
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	inc.agent, err = agent.Open(openCtx, inc.nc, inc.store, agent.Options{
-		Group: l.opts.Group, MemberID: m.ID, Config: l.opts.Config, Logger: log, Registerer: inc.reg,
+		Group: l.opts.Group, MemberID: m.ID, Config: l.opts.Config, Logger: l.log, Registerer: inc.reg,
 	})
 	cancel()
 	if err != nil {

@@ -1,0 +1,61 @@
+package agent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/natstest"
+	"github.com/handoffhq/handoff/restore"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+// TestRepublishWaitsForTheFirstReport: a learner whose replayer has not
+// reported yet (it is loading a snapshot, or has not started) must not be
+// republished with its zero lag, which the leader would read as caught up;
+// once Run has reported, the learner is republished with Run's figures.
+func TestRepublishWaitsForTheFirstReport(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.Start(t)
+	clog, err := changelog.Open(ctx, srv.JetStream(t), changelog.Options{Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := statestore.Open(t.TempDir(), statestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := clog.Append(ctx, "t1", 0, changelog.Entry{Kind: changelog.KindEpoch, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	var got []progressMsg
+	a := &Agent{
+		opts:    Options{Group: "g", MemberID: "m1"},
+		nc:      srv.Conn(t),
+		metrics: newMetrics(prometheus.NewRegistry()),
+		tasks:   map[string]*task{},
+	}
+	a.progress = newProgressBook(func(p progressMsg) { got = append(got, p) })
+	tk := &task{id: "t1", stateful: true, role: httpapi.RoleLearner}
+	a.tasks["t1"] = tk
+
+	r := restore.New(clog, store, restore.Options{Task: "t1"})
+	tk.replayer.Store(r)
+	a.republishProgress()
+	if len(got) != 0 {
+		t.Fatalf("a replayer that has not reported was published: %+v", got)
+	}
+
+	if err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.republishProgress()
+	if len(got) != 1 || got[0].Task != "t1" || got[0].Lag != 0 || got[0].Applied != 1 {
+		t.Fatalf("after Run reported: published %+v, want one report of t1 applied to 1 with lag 0", got)
+	}
+}
