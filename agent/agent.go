@@ -264,7 +264,11 @@ func (a *Agent) Close() error {
 }
 
 func (a *Agent) stopAllTasks() {
+	// Under a.mu, which every start of a job holds: none starts after this
+	// (startJobLocked), so the Wait below cannot race an Add.
+	a.mu.Lock()
 	a.bgStop()
+	a.mu.Unlock()
 	a.bg.Wait()
 }
 

@@ -104,7 +104,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 		// it: stop serving until an activation has replayed it.
 		a.log.Error().Err(err).Str(fTask, id).Uint64(fSeq, seq).Msg("apply a commit that is in the changelog; activating the task again")
 		a.reactivate(t, st.epoch)
-		return httpapi.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but not applied locally (%v); resume from the checkpoint in /assignment once the task is active again", httpapi.ErrUnavailable, seq, id, err)
+		return httpapi.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but was not applied locally (%v); the agent replays it: don't retry the commit, restart the task from the checkpoint in /assignment once it is active again", httpapi.ErrResume, seq, id, err)
 	}
 	t.applied.Store(seq)
 	a.snapshotCommitted(id, st.epoch)
@@ -132,6 +132,14 @@ func (a *Agent) reactivate(t *task, epoch uint64) {
 		a.activate(ctx, t, prev, epoch, 0, time.Time{})
 	})
 	a.bumpViewLocked()
+}
+
+// isReleased reports whether the worker released the task at epoch and
+// has not served it since.
+func (t *task) isReleased(epoch uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.released && t.epoch == epoch
 }
 
 // setLost marks the task as no longer this member's to write at epoch.
@@ -163,7 +171,7 @@ func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
 		a.viewChanged()
 		a.log.Warn().Str(fTask, t.id).Uint64(fSeq, meta.Applied).Msg("an earlier commit landed without its acknowledgement; the worker resumes from the checkpoint")
 		return fmt.Errorf("%w: an earlier commit of task %s reached the changelog although its acknowledgement was lost; "+
-			"nothing of this commit was applied: resume the task from the checkpoint in /assignment", httpapi.ErrUnavailable, t.id)
+			"nothing of this commit was applied: don't retry it, restart the task from the checkpoint in /assignment, which includes the earlier one", httpapi.ErrResume, t.id)
 	}
 	t.setLost(epoch)
 	a.metrics.fenced.Inc()
@@ -180,24 +188,28 @@ func (a *Agent) Release(ctx context.Context, id string) (httpapi.ReleaseResult, 
 		return httpapi.ReleaseResult{}, err
 	}
 	t.commitMu.Lock()
+	defer t.commitMu.Unlock()
+	// a.mu too, so that the release is stamped with the generation whose
+	// revoke it answers: none can be applied in between.
+	a.mu.Lock()
 	t.mu.Lock()
 	if t.role != httpapi.RoleActive || !t.revoking {
 		t.mu.Unlock()
-		t.commitMu.Unlock()
+		a.mu.Unlock()
 		return httpapi.ReleaseResult{}, fmt.Errorf("%w: task %s is not being revoked on member %s; release only the tasks /assignment lists under revoke", httpapi.ErrNotRevoked, id, a.opts.MemberID)
 	}
 	res := httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.lastSeq}
 	already := t.released
 	t.released = true
 	t.mu.Unlock()
-	t.commitMu.Unlock()
+	if !already {
+		a.releases[id] = assign.Release{Epoch: res.Epoch, Seq: res.Seq, At: time.Now(), Generation: a.generation}
+		a.bumpViewLocked()
+	}
+	a.mu.Unlock()
 	if already {
 		return res, nil
 	}
-	a.mu.Lock()
-	a.releases[id] = assign.Release{Epoch: res.Epoch, Seq: res.Seq, At: time.Now(), Generation: a.generation}
-	a.bumpViewLocked()
-	a.mu.Unlock()
 	a.kickHeartbeat()
 	a.log.Info().Str(fTask, id).Uint64(fEpoch, res.Epoch).Uint64(fSeq, res.Seq).Msg("task released")
 	return res, nil

@@ -99,16 +99,30 @@ func (a *Agent) applyGeneration(ctx context.Context, g genRecord) error {
 	for id, d := range want {
 		a.reconcileLocked(id, d)
 	}
-	// Releases are acknowledged until the task leaves this member.
-	for id := range a.releases {
-		if d, ok := want[id]; !ok || d.role != httpapi.RoleActive || !d.revoking {
-			delete(a.releases, id)
-		}
-	}
+	a.keepReleasesLocked(want, g.Generation)
 	a.metrics.generation.Set(float64(g.Generation))
 	a.bumpViewLocked()
 	a.kickHeartbeat() // acknowledge the generation
 	return nil
+}
+
+// keepReleasesLocked keeps the releases the generation gen still waits
+// for: a release is acknowledged until its task leaves this member or is no
+// longer revoked. A release still in force (the worker has not served the
+// task since) answers gen's revoke too, even one issued again after a
+// cancel this member never saw, so it is stamped with gen. Callers hold
+// a.mu.
+func (a *Agent) keepReleasesLocked(want map[string]desired, gen uint64) {
+	for id, r := range a.releases {
+		if d, ok := want[id]; !ok || d.role != httpapi.RoleActive || !d.revoking {
+			delete(a.releases, id)
+			continue
+		}
+		if t := a.tasks[id]; t != nil && t.isReleased(r.Epoch) {
+			r.Generation = gen
+			a.releases[id] = r
+		}
+	}
 }
 
 // reconcileLocked moves one task's runtime to what the generation wants.

@@ -66,8 +66,12 @@ func (t *task) position() uint64 { return t.applied.Load() }
 // cancelled first, and fn runs once it has ended, unless handover is set:
 // then fn gets the previous job still running and must stop it itself (an
 // activation lets a caught-up tailer apply the previous owner's last commit
-// before it stops it). Callers hold t.mu.
+// before it stops it). Callers hold a.mu and t.mu. Once the agent stops its
+// tasks, it starts nothing.
 func (a *Agent) startJobLocked(t *task, handover bool, fn func(ctx context.Context, prev *job)) {
+	if a.bgCtx.Err() != nil {
+		return
+	}
 	prev := t.job
 	if !handover {
 		prev.stop()

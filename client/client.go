@@ -60,6 +60,10 @@ var (
 	ErrNotRevoked = &Error{Code: httpapi.CodeNotRevoked}
 	// ErrUnavailable: the agent is not ready or shutting down; retry.
 	ErrUnavailable = &Error{Code: httpapi.CodeUnavailable}
+	// ErrResume: the commit was refused because the agent holds a newer
+	// commit of this task than the worker knows of; don't retry it, restart
+	// the task from the checkpoint in the view (Run does).
+	ErrResume = &Error{Code: httpapi.CodeResume}
 )
 
 var codeSentinels = map[string]error{
@@ -69,6 +73,7 @@ var codeSentinels = map[string]error{
 	httpapi.CodeNotFound:    httpapi.ErrNotFound,
 	httpapi.CodeNotOwner:    httpapi.ErrNotOwner,
 	httpapi.CodeNotRevoked:  httpapi.ErrNotRevoked,
+	httpapi.CodeResume:      httpapi.ErrResume,
 	httpapi.CodeUnavailable: httpapi.ErrUnavailable,
 }
 

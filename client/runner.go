@@ -520,13 +520,21 @@ func (s *supervisor) supervise() {
 			<-s.ctx.Done()
 			break
 		}
-		if time.Since(started) > s.r.opts.MaxRestartBackoff {
-			failures = 0 // it ran well for a while: this is a new failure
+		var backoff time.Duration
+		if isCode(err, httpapi.CodeResume) {
+			// Not a failure: the agent holds a commit the task function
+			// was not told of. Restart at once from the checkpoint that
+			// includes it.
+			s.log.Info().Err(err).Msg("the agent holds a newer checkpoint: restarting the task from it")
+		} else {
+			if time.Since(started) > s.r.opts.MaxRestartBackoff {
+				failures = 0 // it ran well for a while: this is a new failure
+			}
+			failures++
+			backoff = min(s.r.opts.RestartBackoff<<min(failures-1, 20), s.r.opts.MaxRestartBackoff)
+			s.log.Warn().Err(err).Dur(fieldBackoff, backoff).Msg("task function failed: restarting it from its latest checkpoint")
 		}
-		failures++
-		backoff := min(s.r.opts.RestartBackoff<<min(failures-1, 20), s.r.opts.MaxRestartBackoff)
 		s.r.emit(Event{Type: EventRestart, Task: tv.ID, Epoch: tv.Epoch, Err: err, Backoff: backoff})
-		s.log.Warn().Err(err).Dur(fieldBackoff, backoff).Msg("task function failed: restarting it from its latest checkpoint")
 		timer := time.NewTimer(backoff)
 		select {
 		case <-s.ctx.Done():

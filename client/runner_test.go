@@ -306,17 +306,24 @@ func TestTaskContextOutlivesStopOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			const stopTimeout = 20 * time.Millisecond
 			parent, cancel := context.WithCancelCause(context.Background())
-			ctx, done := Task{ID: "t1", run: &taskRun{stopTimeout: 20 * time.Millisecond}}.context(parent)
+			ctx, done := Task{ID: "t1", run: &taskRun{stopTimeout: stopTimeout}}.context(parent)
 			defer done()
+			stopped := time.Now()
 			cancel(tt.cause)
 			select {
 			case <-ctx.Done():
 			case <-time.After(10 * time.Second):
 				t.Fatal("task context still alive 10s after its parent ended")
 			}
+			lived := time.Since(stopped)
 			if got := context.Cause(ctx); !errors.Is(got, tt.want) || (tt.cause == ErrStopped && errors.Is(got, ErrStopped)) {
 				t.Errorf("task context ended with %v, want %v", got, tt.want)
+			}
+			// A lower bound only: the stop's grace cannot end early.
+			if tt.cause == ErrStopped && lived < stopTimeout {
+				t.Errorf("task context ended %v after a runner stop, want at least StopTimeout (%v)", lived, stopTimeout)
 			}
 		})
 	}
@@ -467,13 +474,15 @@ func TestRunRestartWaitsForAReactivation(t *testing.T) {
 			return err
 		}
 		holding.Store(true)
-		agent.setFail("CommitAck", httpapi.ErrUnavailable)
+		agent.setFail("CommitAck", httpapi.ErrResume) // the agent replays cp3's commit
 		_, err := tk.Commit(ctx, nil, nil, []byte("cp3"))
 		agent.setFail("CommitAck", nil)
-		agent.setRole("t1", httpapi.RoleLearner) // the agent replays cp3's commit
-		return fmt.Errorf("commit outcome unknown: %w", err)
+		agent.setRole("t1", httpapi.RoleLearner) // shown as learner until replayed
+		return fmt.Errorf("commit refused: %w", err)
 	}, wrap)
-	h.expect("t1", EventStart, EventRestart)
+	if ev := h.expect("t1", EventStart, EventRestart)[1]; !errors.Is(ev.Err, ErrResume) || ev.Backoff != 0 {
+		t.Errorf("restart event %+v, want the resume error and no backoff", ev)
+	}
 	<-read
 	agent.setRole("t1", httpapi.RoleActive)
 	holding.Store(false)

@@ -13,13 +13,19 @@ import (
 // Errors a Backend returns (wrapped, with a message a person can act on);
 // the API maps each to an HTTP status and a stable code.
 var (
-	ErrUnknownTask = errors.New("unknown task")            // 404 unknown_task
-	ErrNotFound    = errors.New("key not found")           // 404 not_found
-	ErrNotOwner    = errors.New("not the active owner")    // 409 not_owner
-	ErrNotRevoked  = errors.New("task is not revoked")     // 409 not_revoked
-	ErrInvalid     = errors.New("invalid request")         // 400 invalid
-	ErrTooLarge    = errors.New("request too large")       // 413 too_large
-	ErrUnavailable = errors.New("temporarily unavailable") // 503 unavailable
+	ErrUnknownTask = errors.New("unknown task")         // 404 unknown_task
+	ErrNotFound    = errors.New("key not found")        // 404 not_found
+	ErrNotOwner    = errors.New("not the active owner") // 409 not_owner
+	ErrNotRevoked  = errors.New("task is not revoked")  // 409 not_revoked
+	// ErrResume refuses a commit because the task's copy holds a commit of
+	// this owner that the worker was not told of (its acknowledgement was
+	// lost, or the agent had to replay it): retrying would apply the work
+	// twice; the worker restarts the task from the checkpoint in
+	// /assignment, which includes that commit.
+	ErrResume      = errors.New("resume from the checkpoint") // 409 resume
+	ErrInvalid     = errors.New("invalid request")            // 400 invalid
+	ErrTooLarge    = errors.New("request too large")          // 413 too_large
+	ErrUnavailable = errors.New("temporarily unavailable")    // 503 unavailable
 )
 
 // Roles of a task on a member.

@@ -16,6 +16,7 @@ const (
 	CodeNotFound         = "not_found"          // 404: no such key, or no such route
 	CodeNotOwner         = "not_owner"          // 409: this member is not the task's active owner
 	CodeNotRevoked       = "not_revoked"        // 409: release of a task that is not being revoked
+	CodeResume           = "resume"             // 409: restart the task from the checkpoint in /assignment; don't retry the commit
 	CodeUnavailable      = "unavailable"        // 503: not ready or shutting down; retry
 	CodeMethodNotAllowed = "method_not_allowed" // 405
 	CodeInternal         = "internal"           // 500: a bug or an unexpected failure; see the agent's log
@@ -43,6 +44,8 @@ func errorStatus(err error) (status int, code string, ok bool) {
 		return http.StatusConflict, CodeNotOwner, true
 	case errors.Is(err, ErrNotRevoked):
 		return http.StatusConflict, CodeNotRevoked, true
+	case errors.Is(err, ErrResume):
+		return http.StatusConflict, CodeResume, true
 	case errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable, CodeUnavailable, true
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -212,6 +212,13 @@ func TestRoutes(t *testing.T) {
 				t.Errorf("503 without Retry-After")
 			}
 		}},
+		{name: "commit must resume", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
+			f.setFail("Commit", fmt.Errorf("an earlier commit landed without its acknowledgement: %w", ErrResume))
+		}, status: 409, code: CodeResume, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
+			if r.header.Get("Retry-After") != "" {
+				t.Errorf("a resume answer says Retry-After: the commit must not be retried")
+			}
+		}},
 		{name: "commit backend invalid", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
 			f.setFail("Commit", fmt.Errorf("checkpoint must not shrink: %w", ErrInvalid))
 		}, status: 400, code: CodeInvalid, mutates: true},
