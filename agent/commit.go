@@ -96,7 +96,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	case errors.Is(err, changelog.ErrTooLarge):
 		return httpapi.CommitResult{}, fmt.Errorf("%w: %v; split the commit", httpapi.ErrTooLarge, err)
 	case err != nil:
-		return httpapi.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %v; the commit may or may not have landed: retry it, and if the retry says the task must resume from its checkpoint, resume from /assignment", httpapi.ErrUnavailable, id, err)
+		return httpapi.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %v; the commit may or may not have landed: retry it (if it landed, the retry is refused with 409 resume)", httpapi.ErrUnavailable, id, err)
 	}
 	t.lastSeq = seq
 	if err := a.store.Apply(id, e.Commit(seq)); err != nil {
