@@ -17,6 +17,7 @@ import (
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/natstest"
 	"github.com/handoffhq/handoff/statestore"
 )
@@ -193,36 +194,7 @@ func waitABit() { <-time.After(20 * time.Millisecond) }
 // member's ready count is within one of the others', stateful and stateless
 // separately, and nothing is in flight.
 func balanced(gv httpapi.GroupView, members ...string) error {
-	want := map[string]bool{}
-	for _, m := range members {
-		want[m] = true
-	}
-	counts := map[bool]map[string]int{true: {}, false: {}}
-	for _, t := range gv.Tasks {
-		if !want[t.Active] {
-			return fmt.Errorf("task %s is active on %q, want one of %v", t.ID, t.Active, members)
-		}
-		if len(t.Learners) > 0 || t.Revoking != "" {
-			return fmt.Errorf("task %s still moving (learners %v, revoking to %q)", t.ID, t.Learners, t.Revoking)
-		}
-		counts[t.Stateful][t.Active]++
-	}
-	for stateful, cs := range counts {
-		lo, hi := -1, -1
-		for _, m := range members {
-			n := cs[m]
-			if lo < 0 || n < lo {
-				lo = n
-			}
-			if n > hi {
-				hi = n
-			}
-		}
-		if hi-lo > 1 {
-			return fmt.Errorf("unbalanced (stateful=%v): %v", stateful, cs)
-		}
-	}
-	return nil
+	return invariants.Balanced(gv, members...)
 }
 
 // activeEverywhere checks that each member's own view agrees with gv: every

@@ -105,15 +105,7 @@ const replayPullBytes = 4 << 20
 // tail keeps a learner's or standby's copy current until ctx ends.
 func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 	for ctx.Err() == nil {
-		r := restore.New(a.replayLog, a.store, restore.Options{
-			Task:         t.id,
-			Tail:         true,
-			PullMaxBytes: replayPullBytes,
-			OnProgress:   func(p restore.Progress) { a.onProgress(t, p) },
-			Logger:       a.log,
-			Snapshots:    a.replaySnaps,
-		})
-		t.replayer.Store(r)
+		r := a.newReplayer(t, true)
 		err := r.Run(ctx)
 		if err == nil || ctx.Err() != nil {
 			return
@@ -214,16 +206,25 @@ func (a *Agent) catchUp(ctx context.Context, t *task) error {
 
 // catchUpCount is catchUp that also says how many messages it applied.
 func (a *Agent) catchUpCount(ctx context.Context, t *task) (uint64, error) {
+	r := a.newReplayer(t, false)
+	err := r.Run(ctx)
+	return r.Progress().Replayed, err
+}
+
+// newReplayer returns a replay of t's changelog on the replay connection,
+// tailing or to the end, that reports its progress, and makes it t's
+// current one.
+func (a *Agent) newReplayer(t *task, tail bool) *restore.Replayer {
 	r := restore.New(a.replayLog, a.store, restore.Options{
 		Task:         t.id,
+		Tail:         tail,
 		PullMaxBytes: replayPullBytes,
 		OnProgress:   func(p restore.Progress) { a.onProgress(t, p) },
 		Logger:       a.log,
 		Snapshots:    a.replaySnaps,
 	})
 	t.replayer.Store(r)
-	err := r.Run(ctx)
-	return r.Progress().Replayed, err
+	return r
 }
 
 // markReady lets the worker use the task, unless the activation was

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -167,7 +168,7 @@ func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, dash(t.Active), l, phase,
 					bar(progressFraction(p), true), p.Lag, rate(p.Rate), eta(p))
 			}
-			if t.Revoking != "" && !contains(t.Learners, t.Revoking) {
+			if t.Revoking != "" && !slices.Contains(t.Learners, t.Revoking) {
 				fmt.Fprintf(tw, "%s\t%s\t%s\trevoking\t%s\t-\t-\t-\n", t.ID, dash(t.Active), t.Revoking, bar(1, true))
 			}
 		}
@@ -261,15 +262,6 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // sleepOrDone waits d unless ctx ends first; it reports whether d passed.
