@@ -137,19 +137,37 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	kv, err := OpenBucket(ctx, js, opts.Group, opts.Replicas)
+	var (
+		kv    jetstream.KeyValue
+		cfg   assign.Config
+		clog  *changelog.Log
+		snaps *snapshotter
+	)
+	err = settle(ctx, func(ctx context.Context) (err error) {
+		kv, err = OpenBucket(ctx, js, opts.Group, opts.Replicas)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := EnsureConfig(ctx, kv, opts.Group, opts.Config, opts.ConfigFields)
+	err = settle(ctx, func(ctx context.Context) (err error) {
+		cfg, err = EnsureConfig(ctx, kv, opts.Group, opts.Config, opts.ConfigFields)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	clog, err := changelog.Open(ctx, js, changelog.Options{Group: opts.Group, Replicas: opts.Replicas})
+	err = settle(ctx, func(ctx context.Context) (err error) {
+		clog, err = changelog.Open(ctx, js, changelog.Options{Group: opts.Group, Replicas: opts.Replicas})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := openSnapshots(ctx, js, opts)
+	err = settle(ctx, func(ctx context.Context) (err error) {
+		snaps, err = openSnapshots(ctx, js, opts)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +239,25 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		a.onReconnect()
 	})
 	return a, nil
+}
+
+// settleAttempt bounds one try of a setup step in Open.
+const settleAttempt = 5 * time.Second
+
+// settle runs fn, an idempotent setup step, until it succeeds, fails for
+// good, or ctx ends. A JetStream cluster that is still forming, or a bucket
+// whose replicas have not elected a leader yet, answers nobody ("no
+// responders") or leaves a request unanswered: such a try is made again.
+func settle(ctx context.Context, fn func(context.Context) error) error {
+	for {
+		tctx, cancel := context.WithTimeout(ctx, settleAttempt)
+		err := fn(tctx)
+		cancel()
+		unanswered := errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		if !unanswered || !sleepCtx(ctx, 100*time.Millisecond) {
+			return err
+		}
+	}
 }
 
 func newIncarnation() string {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent/assign"
@@ -74,16 +73,9 @@ func (e *ConfigConflictError) Error() string {
 // EnsureConfig creates the group's config from proposed if the group has
 // none, and otherwise checks that the fields this member set explicitly
 // (json names; nil means all) agree with the stored config, which it returns.
-//
-// A bucket just created on a cluster answers nobody until its replicas have
-// elected a leader ("no responders"); EnsureConfig waits for that, until
-// ctx ends.
 func EnsureConfig(ctx context.Context, kv jetstream.KeyValue, group string, proposed assign.Config, fields []string) (assign.Config, error) {
 	for {
 		stored, _, ok, err := LoadConfig(ctx, kv)
-		if errors.Is(err, nats.ErrNoResponders) && sleepCtx(ctx, 100*time.Millisecond) {
-			continue
-		}
 		if err != nil {
 			return assign.Config{}, err
 		}
@@ -106,13 +98,9 @@ func EnsureConfig(ctx context.Context, kv jetstream.KeyValue, group string, prop
 		if err != nil {
 			return assign.Config{}, fmt.Errorf("encode group config: %w", err)
 		}
-		_, err = kv.Create(ctx, keyConfig, b)
-		switch {
-		case err == nil:
+		if _, err := kv.Create(ctx, keyConfig, b); err == nil {
 			return proposed, nil
-		case errors.Is(err, nats.ErrNoResponders) && sleepCtx(ctx, 100*time.Millisecond):
-			continue
-		case !errors.Is(err, jetstream.ErrKeyExists):
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
 			return assign.Config{}, fmt.Errorf("create group config: %w", err)
 		}
 		// Another member created the group meanwhile: compare with its config.
