@@ -182,7 +182,7 @@ func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
 // Release implements httpapi.Backend: the worker stopped a revoked task.
 // From now on this member refuses the task's commits, and the leader learns
 // the sequence of its last commit. It waits for a commit in flight.
-func (a *Agent) Release(ctx context.Context, id string) (httpapi.ReleaseResult, error) {
+func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (httpapi.ReleaseResult, error) {
 	t, _, err := a.activeTask(id)
 	if err != nil {
 		return httpapi.ReleaseResult{}, err
@@ -193,6 +193,11 @@ func (a *Agent) Release(ctx context.Context, id string) (httpapi.ReleaseResult, 
 	// revoke it answers: none can be applied in between.
 	a.mu.Lock()
 	t.mu.Lock()
+	if epoch != 0 && epoch != t.epoch {
+		t.mu.Unlock()
+		a.mu.Unlock()
+		return httpapi.ReleaseResult{}, fmt.Errorf("%w: release of task %s at epoch %d, but it is at epoch %d on member %s; a worker releases only the ownership it ran", httpapi.ErrNotOwner, id, epoch, t.epoch, a.opts.MemberID)
+	}
 	if t.role != httpapi.RoleActive || !t.revoking {
 		t.mu.Unlock()
 		a.mu.Unlock()

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/handoffhq/handoff/agent/assign"
@@ -32,7 +33,13 @@ func releaseAgent(gen uint64, tasks ...*task) *Agent {
 func TestReleaseNamesItsGeneration(t *testing.T) {
 	tk := &task{id: "s0", stateful: true, role: httpapi.RoleActive, epoch: 3, ready: true, revoking: true, lastSeq: 42}
 	a := releaseAgent(7, tk)
-	res, err := a.Release(context.Background(), "s0")
+	if _, err := a.Release(context.Background(), "s0", 2); !errors.Is(err, httpapi.ErrNotOwner) {
+		t.Fatalf("release at a stale epoch = %v, want ErrNotOwner", err)
+	}
+	if len(a.releases) != 0 {
+		t.Fatalf("a refused release was recorded: %+v", a.releases)
+	}
+	res, err := a.Release(context.Background(), "s0", 3)
 	if err != nil {
 		t.Fatal(err)
 	}

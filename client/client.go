@@ -150,10 +150,16 @@ func (c *Client) Commit(ctx context.Context, task string, req httpapi.CommitRequ
 }
 
 // Release tells the agent that the worker stopped the revoked task and made
-// its last commit, so that the hand-over may proceed.
-func (c *Client) Release(ctx context.Context, task string) (httpapi.ReleaseResult, error) {
+// its last commit, so that the hand-over may proceed. epoch, when not 0, is
+// the ownership the worker stopped: the agent refuses (ErrNotOwner) to
+// release the task at any other epoch.
+func (c *Client) Release(ctx context.Context, task string, epoch uint64) (httpapi.ReleaseResult, error) {
+	var q url.Values
+	if epoch != 0 {
+		q = url.Values{"epoch": {strconv.FormatUint(epoch, 10)}}
+	}
 	var res httpapi.ReleaseResult
-	err := c.do(ctx, http.MethodPost, taskPath(task, "release"), nil, nil, &res)
+	err := c.do(ctx, http.MethodPost, taskPath(task, "release"), q, nil, &res)
 	return res, err
 }
 

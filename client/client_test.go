@@ -52,11 +52,13 @@ func TestClientCalls(t *testing.T) {
 		{name: "commit empty key", call: func() (any, error) {
 			return c.Commit(ctx, "t1", httpapi.CommitRequest{Deletes: [][]byte{{}}})
 		}, wantErr: []error{httpapi.ErrInvalid}},
-		{name: "invalid task ID", call: func() (any, error) { return c.Release(ctx, "a/b") },
+		{name: "invalid task ID", call: func() (any, error) { return c.Release(ctx, "a/b", 0) },
 			wantErr: []error{httpapi.ErrInvalid}},
-		{name: "release not revoked", call: func() (any, error) { return c.Release(ctx, "t1") },
+		{name: "release not revoked", call: func() (any, error) { return c.Release(ctx, "t1", 0) },
 			wantErr: []error{ErrNotRevoked, httpapi.ErrNotRevoked}},
-		{name: "release", call: func() (any, error) { return c.Release(ctx, "t3") },
+		{name: "release at another epoch", call: func() (any, error) { return c.Release(ctx, "t3", 9) },
+			wantErr: []error{ErrNotOwner, httpapi.ErrNotOwner}},
+		{name: "release", call: func() (any, error) { return c.Release(ctx, "t3", 4) },
 			want: httpapi.ReleaseResult{Task: "t3", Epoch: 4}},
 		{name: "scan", call: func() (any, error) {
 			kvs, err := c.Scan(ctx, "t1", httpapi.ScanOptions{})

@@ -172,7 +172,7 @@ func (f *fakeAgent) activeLocked(id string) (*fakeTask, error) {
 	return t, nil
 }
 
-func (f *fakeAgent) Release(_ context.Context, id string) (httpapi.ReleaseResult, error) {
+func (f *fakeAgent) Release(_ context.Context, id string, epoch uint64) (httpapi.ReleaseResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail["Release"]; err != nil {
@@ -181,6 +181,9 @@ func (f *fakeAgent) Release(_ context.Context, id string) (httpapi.ReleaseResult
 	t, ok := f.tasks[id]
 	if !ok {
 		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is not assigned to member m1: %w", id, httpapi.ErrUnknownTask)
+	}
+	if epoch != 0 && epoch != t.epoch {
+		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is at epoch %d, not %d: %w", id, t.epoch, epoch, httpapi.ErrNotOwner)
 	}
 	if !t.revoked {
 		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is not being revoked: %w", id, httpapi.ErrNotRevoked)

@@ -398,7 +398,7 @@ func (r *runner) releaseIdle(ctx context.Context, v httpapi.View, revoked map[st
 		}
 		r.releasedIdle[tv.ID] = tv.Epoch
 		rctx, cancel := context.WithTimeout(ctx, r.opts.StopTimeout)
-		res, err := r.c.Release(rctx, tv.ID)
+		res, err := r.c.Release(rctx, tv.ID, tv.Epoch)
 		cancel()
 		if err != nil {
 			r.log.Warn().Err(err).Str(fieldTask, tv.ID).Msg("release a revoked task that never ran here; the agent hands it over after its release timeout")
@@ -597,7 +597,7 @@ func (s *supervisor) doRelease() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.r.opts.StopTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		res, err := s.r.c.Release(ctx, s.tv.ID)
+		res, err := s.r.c.Release(ctx, s.tv.ID, s.tv.Epoch)
 		if err == nil {
 			s.r.emit(Event{Type: EventRelease, Task: s.tv.ID, Epoch: res.Epoch, Seq: res.Seq})
 			s.log.Info().Uint64("seq", res.Seq).Msg("task released")

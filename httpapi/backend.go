@@ -187,8 +187,11 @@ type Backend interface {
 	// WaitAssignment returns the view once its Version exceeds after, or
 	// the current view when ctx ends.
 	WaitAssignment(ctx context.Context, after uint64) View
-	// Release records that the worker stopped a revoked task.
-	Release(ctx context.Context, task string) (ReleaseResult, error)
+	// Release records that the worker stopped a revoked task. epoch, when
+	// not 0, is the ownership the worker stopped: a release for another
+	// epoch than the task's here is refused with ErrNotOwner, so that a run
+	// of an earlier ownership never releases a later one.
+	Release(ctx context.Context, task string, epoch uint64) (ReleaseResult, error)
 	// Get and Scan read an active task's state.
 	Get(task string, key []byte) ([]byte, error)
 	Scan(task string, o ScanOptions) ([]KV, error)

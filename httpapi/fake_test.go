@@ -191,7 +191,7 @@ func (f *fakeBackend) activeLocked(id string) (*fakeTask, error) {
 	return t, nil
 }
 
-func (f *fakeBackend) Release(_ context.Context, id string) (ReleaseResult, error) {
+func (f *fakeBackend) Release(_ context.Context, id string, epoch uint64) (ReleaseResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastTask = id
@@ -201,6 +201,9 @@ func (f *fakeBackend) Release(_ context.Context, id string) (ReleaseResult, erro
 	t, ok := f.tasks[id]
 	if !ok {
 		return ReleaseResult{}, fmt.Errorf("task %s is not assigned to member m1: %w", id, ErrUnknownTask)
+	}
+	if epoch != 0 && epoch != t.epoch {
+		return ReleaseResult{}, fmt.Errorf("release of task %s at epoch %d, but it is at epoch %d: %w", id, epoch, t.epoch, ErrNotOwner)
 	}
 	if !t.revoked {
 		return ReleaseResult{}, fmt.Errorf("task %s is not being revoked from member m1; release only tasks listed under revoke: %w", id, ErrNotRevoked)

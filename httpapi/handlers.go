@@ -162,7 +162,21 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := s.b.Release(r.Context(), id)
+	q, ok := s.query(w, r, "epoch")
+	if !ok {
+		return
+	}
+	var epoch uint64
+	if v, set := q["epoch"]; set {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n == 0 {
+			s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+				fmt.Sprintf("epoch=%s is not an epoch: pass the task's epoch from /assignment (a positive integer)", quote(v)))
+			return
+		}
+		epoch = n
+	}
+	res, err := s.b.Release(r.Context(), id, epoch)
 	if err != nil {
 		s.backendError(w, r, err)
 		return

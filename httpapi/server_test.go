@@ -118,6 +118,11 @@ func TestRoutes(t *testing.T) {
 			}
 		}},
 		{name: "release not revoked", method: "POST", target: "/tasks/t1/release", status: 409, code: CodeNotRevoked, mutates: true},
+		{name: "release at its epoch", method: "POST", target: "/tasks/t3/release?epoch=5", status: 200, mutates: true},
+		{name: "release at another epoch", method: "POST", target: "/tasks/t3/release?epoch=4", status: 409, code: CodeNotOwner, mutates: true},
+		{name: "release bad epoch", method: "POST", target: "/tasks/t3/release?epoch=x", status: 400, code: CodeInvalid},
+		{name: "release zero epoch", method: "POST", target: "/tasks/t3/release?epoch=0", status: 400, code: CodeInvalid},
+		{name: "release unknown parameter", method: "POST", target: "/tasks/t3/release?seq=1", status: 400, code: CodeInvalid},
 		{name: "release unknown task", method: "POST", target: "/tasks/nope/release", status: 404, code: CodeUnknownTask, mutates: true},
 		{name: "release invalid task ID", method: "POST", target: "/tasks/a.b/release", status: 400, code: CodeInvalid},
 		{name: "release task ID too long", method: "POST", target: "/tasks/" + strings.Repeat("a", 129) + "/release", status: 400, code: CodeInvalid},

@@ -185,12 +185,15 @@ func (s *sidecar) activeLocked(id string) (*sidecarTask, error) {
 	return t, nil
 }
 
-func (s *sidecar) Release(_ context.Context, id string) (httpapi.ReleaseResult, error) {
+func (s *sidecar) Release(_ context.Context, id string, epoch uint64) (httpapi.ReleaseResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.activeLocked(id)
 	if err != nil {
 		return httpapi.ReleaseResult{}, err
+	}
+	if epoch != 0 && epoch != t.epoch {
+		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is at epoch %d, not %d: %w", id, t.epoch, epoch, httpapi.ErrNotOwner)
 	}
 	if !t.revoked {
 		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is not revoked: %w", id, httpapi.ErrNotRevoked)
