@@ -83,7 +83,29 @@ type Member struct {
 	// that was made before the revoke it would complete was issued, is
 	// stale and ignored.
 	Released map[string]Release `json:"released,omitempty"`
+	// Worker is the state of the worker next to the member's agent. A
+	// member whose worker is not attached may warm tasks (learners,
+	// standbys) but gets no new active task; one whose worker is lost has
+	// its active tasks moved away. "" counts as WorkerAttached.
+	Worker WorkerState `json:"worker,omitempty"`
 }
+
+// WorkerState is whether a member's worker is there to run active tasks.
+type WorkerState string
+
+// The states of a member's worker.
+const (
+	// WorkerAttached: a long-poll of /assignment is open, or one ended less
+	// than a short grace ago. The member may own active tasks.
+	WorkerAttached WorkerState = "attached"
+	// WorkerDetached: no worker has attached yet, or it left less than the
+	// worker timeout ago. The member keeps the actives it has but gets no
+	// new one (no promotion, no failover, no stateless task).
+	WorkerDetached WorkerState = "detached"
+	// WorkerLost: the worker has been detached for the worker timeout. Its
+	// agent released its active tasks on its behalf; they move away at once.
+	WorkerLost WorkerState = "lost"
+)
 
 // Release is a member's acknowledgement that it stopped a revoked task.
 type Release struct {
