@@ -105,3 +105,11 @@ func moveAside(fs vfs.FS, dir string) (string, error) {
 	}
 	return to, nil
 }
+
+// corruptErr marks a Pebble corruption error as ErrCorrupt.
+func corruptErr(err error) error {
+	if pebble.IsCorruptionError(err) && !errors.Is(err, ErrCorrupt) {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
+}

@@ -294,7 +294,7 @@ func (s *Store) Apply(task string, commits ...Commit) error {
 	if !ts.loaded {
 		m, _, err := s.meta(task)
 		if err != nil {
-			return fmt.Errorf("apply to task %q: %w", task, err)
+			return fmt.Errorf("apply to task %q: %w", task, corruptErr(err))
 		}
 		ts.meta, ts.loaded = m, true
 	}
@@ -375,7 +375,7 @@ func (s *Store) Get(task string, key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("get %q of task %q: %w", key, task, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get %q of task %q: %w", key, task, err)
+		return nil, fmt.Errorf("get %q of task %q: %w", key, task, corruptErr(err))
 	}
 	out := bytes.Clone(v)
 	if out == nil {
@@ -419,7 +419,7 @@ func (s *Store) Scan(task string, o ScanOptions) ([]KV, error) {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
-			return nil, fmt.Errorf("scan task %q: %w", task, err)
+			return nil, fmt.Errorf("scan task %q: %w", task, corruptErr(err))
 		}
 		buf := make([]byte, len(k)+len(v))
 		copy(buf, k)
@@ -427,7 +427,7 @@ func (s *Store) Scan(task string, o ScanOptions) ([]KV, error) {
 		out = append(out, KV{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("scan task %q: %w", task, err)
+		return nil, fmt.Errorf("scan task %q: %w", task, corruptErr(err))
 	}
 	return out, nil
 }
@@ -441,7 +441,7 @@ func (s *Store) Meta(task string) (Meta, bool, error) {
 	defer s.mu.RUnlock()
 	m, ok, err := s.meta(task)
 	if err != nil {
-		return Meta{}, false, fmt.Errorf("meta of task %q: %w", task, err)
+		return Meta{}, false, fmt.Errorf("meta of task %q: %w", task, corruptErr(err))
 	}
 	return m, ok, nil
 }
@@ -485,10 +485,10 @@ func (s *Store) Tasks() ([]Meta, error) {
 			}
 		}
 		_ = it.Close()
-		return nil, fmt.Errorf("list tasks: %w", err)
+		return nil, fmt.Errorf("list tasks: %w", corruptErr(err))
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
+		return nil, fmt.Errorf("list tasks: %w", corruptErr(err))
 	}
 	return out, nil
 }
