@@ -49,9 +49,9 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 	// the local state is closed, then NATS.
 	defer stopNATS()
 
-	store, err := statestore.Open(filepath.Join(cfg.DataDir, "state"), statestore.Options{Logger: log.With().Str("component", "pebble").Logger()})
+	store, err := openStore(ctx, cfg, log)
 	if err != nil {
-		return fmt.Errorf("open local state in %s: %w", cfg.DataDir, err)
+		return err
 	}
 	defer closeLogged(log, "local state", store.Close)
 
@@ -92,6 +92,7 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 	apiCtx, stopAPI := context.WithCancel(context.Background())
 	g, _ := errgroup.WithContext(runCtx)
 	runErr, apiErr := make(chan error, 1), make(chan error, 1)
+	var storeErr error
 	g.Go(func() error {
 		err := a.Run(runCtx)
 		runErr <- err
@@ -119,10 +120,35 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 		// The worker can no longer reach this member: stop, so that the
 		// group fails its tasks over, instead of holding them unserved.
 		log.Error().Err(err).Msg("worker API stopped; stopping the agent")
+	case <-store.Failed():
+		// The local store cannot serve any more: stop, so that the group
+		// fails the tasks over; a restart reopens (or rebuilds) it.
+		storeErr = fmt.Errorf("local state failed, stopping the agent; restart it (a corrupt store is moved aside and rebuilt from the changelog): %w", store.Err())
 	}
 	stopAPI()
 	stopRun()
-	return g.Wait()
+	if err := g.Wait(); storeErr == nil {
+		return err
+	}
+	return storeErr
+}
+
+// openStore opens the local state under cfg.DataDir, waiting (and
+// answering ctx) while its disk is short of space.
+func openStore(ctx context.Context, cfg Config, log zerolog.Logger) (*statestore.Store, error) {
+	minFree := int64(cfg.StoreMinFreeMB) << 20
+	if minFree == 0 {
+		minFree = -1
+	}
+	store, err := statestore.OpenWait(ctx, filepath.Join(cfg.DataDir, "state"), statestore.Options{
+		Logger:    log.With().Str("component", "pebble").Logger(),
+		MinFree:   minFree,
+		OnCorrupt: statestore.CorruptPolicy(cfg.OnCorruptStore),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open local state in %s: %w", cfg.DataDir, err)
+	}
+	return store, nil
 }
 
 // leave hands this member's tasks over and waits until the leader says the

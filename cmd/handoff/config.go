@@ -17,6 +17,7 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/statestore"
 )
 
 // Config is everything 'handoff agent' is configured by. Every setting has
@@ -36,6 +37,11 @@ type Config struct {
 	APIToken  string
 
 	NATS nats
+
+	// StoreMinFreeMB is the free space the local store keeps on its disk
+	// (0: no check); OnCorruptStore what a start does with a corrupt one.
+	StoreMinFreeMB int
+	OnCorruptStore string
 
 	// Snapshots configure the snapshots this member takes of the tasks it
 	// owns; SnapshotsOn is their on/off switch (Snapshots.Disabled is set
@@ -77,6 +83,9 @@ func DefaultConfig() Config {
 		NATS:        nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
 		GroupConfig: assign.DefaultConfig(),
 		SnapshotsOn: true,
+
+		StoreMinFreeMB: statestore.DefaultMinFree >> 20,
+		OnCorruptStore: string(statestore.Rebuild),
 		Snapshots: agent.SnapshotOptions{
 			Every:    agent.DefaultSnapshotEvery,
 			Interval: agent.DefaultSnapshotInterval,
@@ -150,6 +159,9 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure `zone` of this member; standbys go to other zones")
 	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "capacity `weight` of this member's share of tasks")
 	fs.StringVar(&c.APIToken, "api-token", c.APIToken, "if set, API calls but health checks need 'Authorization: Bearer TOKEN'")
+
+	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no check)")
+	fs.StringVar(&c.OnCorruptStore, "on-corrupt-store", c.OnCorruptStore, "`policy` for a local store found corrupt: rebuild (move it aside, restore the tasks from snapshots and the changelog) or fail")
 
 	natsFlags(fs, &c.NATS, "NATS server `URL`s (comma-separated); empty runs an embedded single-node server")
 	fs.StringVar(&c.NATS.EmbeddedListen, "embedded-nats-listen", c.NATS.EmbeddedListen, "`address` of the embedded NATS server (when --nats is empty)")
@@ -381,6 +393,14 @@ func (c Config) Validate() error {
 	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("--capacity %d: use 1 or more", c.Capacity))
+	}
+	if c.StoreMinFreeMB < 0 {
+		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no check) or more", c.StoreMinFreeMB))
+	}
+	switch statestore.CorruptPolicy(c.OnCorruptStore) {
+	case statestore.Rebuild, statestore.Fail:
+	default:
+		errs = append(errs, fmt.Errorf("--on-corrupt-store %q: use rebuild or fail", c.OnCorruptStore))
 	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("--replicas %d: use 1 to 5", c.NATS.Replicas))
