@@ -102,13 +102,16 @@ func (h *health) writable() error {
 			h.spaceErr = fmt.Errorf("%w: %s free on the disk of %s, below the %s the store keeps in reserve", ErrFull, mib(free), h.dir, mib(h.minFree))
 		}
 	}
-	if h.spaceErr != nil {
-		return h.spaceErr
+	err := h.spaceErr
+	if err == nil && h.bgErr != nil && isNoSpace(h.bgErr) {
+		err = fmt.Errorf("%w: Pebble could not write to %s: %v", ErrFull, h.dir, h.bgErr)
 	}
-	if h.bgErr != nil && isNoSpace(h.bgErr) {
-		return fmt.Errorf("%w: Pebble could not write to %s: %v", ErrFull, h.dir, h.bgErr)
+	if err != nil {
+		if e, n, ok := h.limit.allow(h.log.Warn(), "refusing writes"); ok {
+			e.Err(err).Int(logSuppressed, n).Str(logDir, h.dir).Msg("local store: refusing writes until its disk has room")
+		}
 	}
-	return nil
+	return err
 }
 
 // fail makes the store fail for good with err (wrapping ErrFailed or
