@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/snapshot"
@@ -93,7 +94,7 @@ type Agent struct {
 	mu           sync.Mutex
 	tasks        map[string]*task
 	generation   uint64
-	entry        memberEntry
+	entry        group.MemberAssignment
 	entryRev     uint64
 	included     bool // some generation has included this member
 	releases     map[string]assign.Release
@@ -127,7 +128,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	if !changelog.ValidGroup(opts.Group) {
 		return nil, fmt.Errorf("group name %q: use 1 to 64 letters, digits, '-' or '_'", opts.Group)
 	}
-	if !ValidMemberID(opts.MemberID) {
+	if !group.ValidMemberID(opts.MemberID) {
 		return nil, fmt.Errorf("member ID %q: use 1 to 128 letters, digits, '-' or '_' (set --member-id)", opts.MemberID)
 	}
 	if opts.Capacity < 1 {
@@ -144,14 +145,14 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		snaps *snapshotter
 	)
 	err = settle(ctx, func(ctx context.Context) (err error) {
-		kv, err = OpenBucket(ctx, js, opts.Group, opts.Replicas)
+		kv, err = group.OpenBucket(ctx, js, opts.Group, opts.Replicas)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	err = settle(ctx, func(ctx context.Context) (err error) {
-		cfg, err = EnsureConfig(ctx, kv, opts.Group, opts.Config, opts.ConfigFields)
+		cfg, err = group.EnsureConfig(ctx, kv, opts.Group, opts.Config, opts.ConfigFields)
 		return err
 	})
 	if err != nil {
@@ -254,7 +255,7 @@ func settle(ctx context.Context, fn func(context.Context) error) error {
 		err := fn(tctx)
 		cancel()
 		unanswered := errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
-		if !unanswered || !sleepCtx(ctx, 100*time.Millisecond) {
+		if !unanswered || !group.Sleep(ctx, 100*time.Millisecond) {
 			return err
 		}
 	}
@@ -294,10 +295,7 @@ func (a *Agent) Close() error {
 	defer a.replayNC.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := a.kv.Delete(ctx, prefixMember+a.opts.MemberID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("delete member record: %w", err)
-	}
-	return nil
+	return group.DeleteMember(ctx, a.kv, a.opts.MemberID)
 }
 
 func (a *Agent) stopAllTasks() {
@@ -354,7 +352,7 @@ func (a *Agent) kickLeader() {
 
 // onReport wakes the leader when a learner it waits on reports a lag within
 // the acceptable lag.
-func (a *Agent) onReport(p progressMsg) {
+func (a *Agent) onReport(p group.Progress) {
 	w := a.awaiting.Load()
 	if w == nil || !(*w)[pairKey{p.Task, p.Member}] || p.Lag > a.config().AcceptableLag {
 		return

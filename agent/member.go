@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -23,11 +24,11 @@ type desired struct {
 // runMember follows the generation record and applies this member's part
 // of every new generation.
 func (a *Agent) runMember(ctx context.Context) error {
-	a.watchKey(ctx, keyGen, func(e jetstream.KeyValueEntry) error {
+	a.watchKey(ctx, group.KeyGeneration, func(e jetstream.KeyValueEntry) error {
 		if e.Operation() != jetstream.KeyValuePut {
 			return nil
 		}
-		var g genRecord
+		var g group.GenerationRecord
 		if err := json.Unmarshal(e.Value(), &g); err != nil {
 			a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
 			return nil
@@ -42,7 +43,7 @@ func (a *Agent) runMember(ctx context.Context) error {
 
 // applyGeneration reads this member's entry of g and reconciles the task
 // runtimes with it.
-func (a *Agent) applyGeneration(ctx context.Context, g genRecord) error {
+func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) error {
 	a.mu.Lock()
 	if g.Generation <= a.generation && a.included {
 		a.mu.Unlock()
@@ -53,13 +54,13 @@ func (a *Agent) applyGeneration(ctx context.Context, g genRecord) error {
 	a.mu.Unlock()
 
 	rev, included := g.Entries[a.opts.MemberID]
-	entry := memberEntry{Member: a.opts.MemberID}
+	entry := group.MemberAssignment{Member: a.opts.MemberID}
 	switch {
 	case !included:
 	case rev == prevRev:
 		entry = prevEntry
 	default:
-		_, e, err := readEntry(ctx, a.kv, a.opts.MemberID, rev)
+		_, e, err := group.ReadMemberAssignment(ctx, a.kv, a.opts.MemberID, rev)
 		if err != nil {
 			return err
 		}

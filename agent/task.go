@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/restore"
@@ -111,7 +112,7 @@ func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 			return
 		}
 		a.log.Error().Err(err).Str(fTask, t.id).Msg("tailing restore failed; retrying")
-		if !sleepCtx(ctx, time.Second) {
+		if !group.Sleep(ctx, time.Second) {
 			return
 		}
 	}
@@ -150,7 +151,7 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		meta, _, err := a.store.Meta(t.id)
 		if err != nil {
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("read task meta; retrying")
-			sleepCtx(ctx, time.Second)
+			group.Sleep(ctx, time.Second)
 			continue
 		}
 		if handoffSeq > meta.Applied || attempt > 0 {
@@ -159,13 +160,13 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			if err != nil {
 				if ctx.Err() == nil {
 					a.log.Error().Err(err).Str(fTask, t.id).Msg("catch up before activation failed; retrying")
-					sleepCtx(ctx, time.Second)
+					group.Sleep(ctx, time.Second)
 				}
 				continue
 			}
 			if meta, _, err = a.store.Meta(t.id); err != nil {
 				a.log.Error().Err(err).Str(fTask, t.id).Msg("read task meta after catching up; retrying")
-				sleepCtx(ctx, time.Second)
+				group.Sleep(ctx, time.Second)
 				continue
 			}
 		}
@@ -183,14 +184,14 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.Warn().Err(err).Str(fTask, t.id).Msg("append epoch marker failed; retrying")
-				sleepCtx(ctx, 250*time.Millisecond)
+				group.Sleep(ctx, 250*time.Millisecond)
 			}
 			continue
 		}
 		if err := a.store.Apply(t.id, statestore.Commit{Seq: seq, Epoch: epoch}); err != nil {
 			// The marker is in the changelog; the next attempt replays it.
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("apply epoch marker; replaying")
-			sleepCtx(ctx, 250*time.Millisecond)
+			group.Sleep(ctx, 250*time.Millisecond)
 			continue
 		}
 		a.markReady(ctx, t, epoch, seq, replayed, handoffAt)
@@ -284,18 +285,20 @@ func (a *Agent) onProgress(t *task, p restore.Progress) {
 	a.mu.Lock()
 	gen := a.generation
 	a.mu.Unlock()
-	a.publishProgress(progressMsg{
-		Member:     a.opts.MemberID,
-		Task:       t.id,
-		Role:       role,
-		Applied:    p.Applied,
-		End:        p.End,
-		Lag:        p.LagMsgs,
-		LagBytes:   p.LagBytes,
-		Replayed:   p.Replayed,
-		Rate:       p.Rate,
-		ETA:        p.ETA,
-		At:         time.Now(),
+	a.publishProgress(group.Progress{
+		LearnerProgress: httpapi.LearnerProgress{
+			Member:   a.opts.MemberID,
+			Task:     t.id,
+			Role:     role,
+			Applied:  p.Applied,
+			End:      p.End,
+			Lag:      p.LagMsgs,
+			LagBytes: p.LagBytes,
+			Replayed: p.Replayed,
+			Rate:     p.Rate,
+			ETA:      p.ETA,
+			Updated:  time.Now(),
+		},
 		Generation: gen,
 	})
 }

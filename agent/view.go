@@ -3,9 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
-	"sort"
 	"time"
 
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -135,7 +135,7 @@ func (a *Agent) LeaveStatus() httpapi.LeaveStatus {
 		}
 		for _, p := range a.progress.all() {
 			if want[p.Task] && p.Member != a.opts.MemberID {
-				s.Learners = append(s.Learners, p.api())
+				s.Learners = append(s.Learners, p.LearnerProgress)
 			}
 		}
 	}
@@ -171,18 +171,19 @@ func (a *Agent) Ready() error {
 	return nil
 }
 
-func (p progressMsg) api() httpapi.LearnerProgress {
-	return httpapi.LearnerProgress{
-		Task: p.Task, Member: p.Member, Role: p.Role, Applied: p.Applied, End: p.End,
-		Lag: p.Lag, LagBytes: p.LagBytes, Replayed: p.Replayed, Rate: p.Rate, ETA: p.ETA, Updated: p.At,
+// Group implements httpapi.Backend.
+func (a *Agent) Group(ctx context.Context) (httpapi.GroupView, error) {
+	var progress []httpapi.LearnerProgress
+	for _, p := range a.progress.all() {
+		progress = append(progress, p.LearnerProgress)
 	}
-}
-
-func sortProgress(ps []httpapi.LearnerProgress) {
-	sort.Slice(ps, func(i, j int) bool {
-		if ps[i].Task != ps[j].Task {
-			return ps[i].Task < ps[j].Task
-		}
-		return ps[i].Member < ps[j].Member
-	})
+	gv, err := group.ReadGroup(ctx, a.kv, a.opts.Group, progress)
+	if err != nil {
+		return gv, err
+	}
+	if err := group.FillSnapshots(ctx, a.snaps.bucket, &gv, time.Now()); err != nil {
+		// The group's view is still worth showing without them.
+		a.log.Warn().Err(err).Msg("list snapshots for /group")
+	}
+	return gv, nil
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/handoffhq/handoff/agent/group"
 )
 
 // watchKey calls fn with every entry of key (its current value first, then
@@ -21,7 +23,7 @@ func (a *Agent) watchKey(ctx context.Context, key string, fn func(jetstream.KeyV
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.Warn().Err(err).Str("key", key).Msg("watch failed; retrying")
-				sleepCtx(ctx, 250*time.Millisecond)
+				group.Sleep(ctx, 250*time.Millisecond)
 			}
 			continue
 		}
@@ -32,7 +34,7 @@ func (a *Agent) watchKey(ctx context.Context, key string, fn func(jetstream.KeyV
 		}
 		if err != nil {
 			a.log.Warn().Err(err).Str("key", key).Msg("handling a watched update failed; reading it again")
-			sleepCtx(ctx, 250*time.Millisecond)
+			group.Sleep(ctx, 250*time.Millisecond)
 		}
 	}
 }

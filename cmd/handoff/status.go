@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -50,12 +50,12 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	kv, err := js.KeyValue(ctx, agent.BucketName(cf.group))
+	kv, err := js.KeyValue(ctx, group.BucketName(cf.group))
 	if err != nil {
 		return fmt.Errorf("open group %q on %s: %w (has an agent of this group started?)", cf.group, cf.nats.URL, err)
 	}
 	book := newProgressCollector()
-	stop, err := agent.WatchProgress(nc, cf.group, book.add)
+	stop, err := group.WatchProgress(nc, cf.group, func(p group.Progress) { book.add(p.LearnerProgress) })
 	if err != nil {
 		return err
 	}
@@ -65,11 +65,11 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 		return nil
 	}
 	for {
-		gv, err := agent.ReadGroup(ctx, kv, cf.group, book.recent(3*time.Second))
+		gv, err := group.ReadGroup(ctx, kv, cf.group, book.recent(3*time.Second))
 		if err != nil {
 			return err
 		}
-		if err := agent.ReadSnapshots(ctx, js, &gv, time.Now()); err != nil {
+		if err := group.ReadSnapshots(ctx, js, &gv, time.Now()); err != nil {
 			return err
 		}
 		if *asJSON {
