@@ -86,9 +86,7 @@ type Agent struct {
 	incarnation string
 	started     time.Time
 
-	cfgMu sync.RWMutex
-	cfg   assign.Config
-	kinds map[string]bool // task -> stateful
+	conf atomic.Pointer[groupConfig] // the group config in force
 
 	// mu guards the member's runtime state below.
 	mu           sync.Mutex
@@ -103,17 +101,11 @@ type Agent struct {
 	changed      chan struct{} // closed and replaced on every view change
 	positions    map[string]uint64
 
-	rewatchMu sync.Mutex
-	rewatch   chan struct{} // closed and replaced when NATS reconnects
+	rewatch atomic.Pointer[chan struct{}] // closed and replaced when NATS reconnects
 
-	leading    atomic.Bool
-	leaderKick chan struct{}
-	// awaiting holds the learners the leader waits on to catch up; a
-	// report from one of them that has caught up wakes the leader.
-	awaiting atomic.Pointer[map[pairKey]bool]
-	caughtMu sync.Mutex
-	caughtAt map[pairKey]time.Time // when an awaited learner was first heard caught up
-	hbKick   chan struct{}
+	// leader is this member's leader state while it leads, nil otherwise.
+	leader atomic.Pointer[leader]
+	hbKick chan struct{}
 
 	// bg owns the per-task goroutines (restores, activations).
 	bg     sync.WaitGroup
@@ -212,11 +204,10 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		releases:    map[string]assign.Release{},
 		changed:     make(chan struct{}),
 		positions:   map[string]uint64{},
-		leaderKick:  make(chan struct{}, 1),
 		hbKick:      make(chan struct{}, 1),
-		caughtAt:    map[pairKey]time.Time{},
-		rewatch:     make(chan struct{}),
 	}
+	rewatch := make(chan struct{})
+	a.rewatch.Store(&rewatch)
 	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
 		replayNC.Close()
@@ -307,12 +298,15 @@ func (a *Agent) stopAllTasks() {
 	a.bg.Wait()
 }
 
-// config returns the group config in force.
-func (a *Agent) config() assign.Config {
-	a.cfgMu.RLock()
-	defer a.cfgMu.RUnlock()
-	return a.cfg
+// groupConfig is the group config in force, with each task's kind. It is
+// replaced whole, never changed.
+type groupConfig struct {
+	cfg   assign.Config
+	kinds map[string]bool // task -> stateful
 }
+
+// config returns the group config in force.
+func (a *Agent) config() assign.Config { return a.conf.Load().cfg }
 
 func (a *Agent) setConfig(cfg assign.Config) error {
 	tasks, err := cfg.Tasks()
@@ -323,68 +317,27 @@ func (a *Agent) setConfig(cfg assign.Config) error {
 	for _, t := range tasks {
 		kinds[t.ID] = t.Stateful
 	}
-	a.cfgMu.Lock()
-	a.cfg, a.kinds = cfg, kinds
-	a.cfgMu.Unlock()
+	a.conf.Store(&groupConfig{cfg: cfg, kinds: kinds})
 	return nil
 }
 
 // taskKind reports whether task exists in the group and is stateful.
 func (a *Agent) taskKind(task string) (stateful, ok bool) {
-	a.cfgMu.RLock()
-	defer a.cfgMu.RUnlock()
-	stateful, ok = a.kinds[task]
+	stateful, ok = a.conf.Load().kinds[task]
 	return stateful, ok
 }
 
-func (a *Agent) setLeader(on bool) { a.leading.Store(on) }
-
 // kickLeader wakes the leader loop, if this member leads.
 func (a *Agent) kickLeader() {
-	if !a.leading.Load() {
-		return
-	}
-	select {
-	case a.leaderKick <- struct{}{}:
-	default:
+	if ld := a.leader.Load(); ld != nil {
+		ld.wake()
 	}
 }
 
-// onReport wakes the leader when a learner it waits on reports a lag within
-// the acceptable lag.
+// onReport passes a learner's report to the leader, if this member leads.
 func (a *Agent) onReport(p group.Progress) {
-	w := a.awaiting.Load()
-	if w == nil || !(*w)[pairKey{p.Task, p.Member}] || p.Lag > a.config().AcceptableLag {
-		return
-	}
-	a.caughtMu.Lock()
-	if _, ok := a.caughtAt[pairKey{p.Task, p.Member}]; !ok {
-		a.caughtAt[pairKey{p.Task, p.Member}] = time.Now()
-	}
-	a.caughtMu.Unlock()
-	a.kickLeader()
-}
-
-// observePromotions records, for each revoke a plan started, how long
-// after its learner was heard to have caught up the revoke was published.
-func (a *Agent) observePromotions(moves []assign.Move) {
-	now := time.Now()
-	a.caughtMu.Lock()
-	defer a.caughtMu.Unlock()
-	for _, m := range moves {
-		k := pairKey{m.Task, m.To}
-		if t, ok := a.caughtAt[k]; ok && m.Kind == assign.MoveRevoke {
-			a.metrics.promotionDelay.Observe(now.Sub(t).Seconds())
-			delete(a.caughtAt, k)
-		}
-	}
-	// Forget learners that are no longer awaited.
-	if w := a.awaiting.Load(); w != nil {
-		for k := range a.caughtAt {
-			if !(*w)[k] {
-				delete(a.caughtAt, k)
-			}
-		}
+	if ld := a.leader.Load(); ld != nil {
+		ld.onReport(p)
 	}
 }
 
@@ -407,4 +360,4 @@ func (a *Agent) bumpViewLocked() {
 var _ httpapi.Backend = (*Agent)(nil)
 
 // Leading reports whether this member currently leads the group.
-func (a *Agent) Leading() bool { return a.leading.Load() }
+func (a *Agent) Leading() bool { return a.leader.Load() != nil }

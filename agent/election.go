@@ -83,13 +83,14 @@ func (a *Agent) holdLease(ctx context.Context, l *group.Lease) error {
 	a.log.Info().Uint64(fRevision, l.Revision()).Msg("elected leader")
 	a.metrics.leader.Set(1)
 	defer a.metrics.leader.Set(0)
-	a.setLeader(true)
-	defer a.setLeader(false)
+	ld := newLeader(a, l)
+	a.leader.Store(ld)
+	defer a.leader.Store(nil)
 
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan error, 1)
-	go func() { done <- a.lead(lctx, l) }()
+	go func() { done <- ld.run(lctx) }()
 
 	t := time.NewTicker(l.TTL() / 3)
 	defer t.Stop()

@@ -14,16 +14,17 @@ import (
 func releaseAgent(gen uint64, tasks ...*task) *Agent {
 	a := &Agent{
 		opts:       Options{Group: "g", MemberID: "m1"},
-		kinds:      map[string]bool{},
 		tasks:      map[string]*task{},
 		releases:   map[string]assign.Release{},
 		changed:    make(chan struct{}),
 		generation: gen,
 	}
+	kinds := map[string]bool{}
 	for _, t := range tasks {
-		a.kinds[t.id] = t.stateful
+		kinds[t.id] = t.stateful
 		a.tasks[t.id] = t
 	}
+	a.conf.Store(&groupConfig{kinds: kinds})
 	return a
 }
 
