@@ -142,18 +142,18 @@ func (a *Agent) reconcileLocked(id string, d desired) {
 	defer t.mu.Unlock()
 	switch d.role {
 	case httpapi.RoleActive:
-		if t.role == httpapi.RoleActive && t.epoch == d.epoch && !t.lost {
-			if t.revoking && !d.revoking && t.released {
+		if t.phase.owned() && t.phase != phaseLost && t.epoch == d.epoch {
+			if t.revoking && !d.revoking && t.phase == phaseReleased {
 				// The move was called off after the worker released:
 				// it serves the task again.
-				t.released = false
+				t.move(evCancelRevoke)
 			}
 			t.revoking = d.revoking
 			return
 		}
-		fromTail := t.role == httpapi.RoleLearner || t.role == httpapi.RoleStandby
-		t.role, t.epoch = httpapi.RoleActive, d.epoch
-		t.ready, t.revoking, t.released, t.lost = false, d.revoking, false, false
+		fromTail := t.phase.tailing()
+		t.move(evActivate)
+		t.epoch, t.revoking = d.epoch, d.revoking
 		a.startJobLocked(t, fromTail, func(ctx context.Context, prev *job) {
 			a.activate(ctx, t, prev, d.epoch, d.handoffSeq, d.handoffAt)
 		})
@@ -161,12 +161,16 @@ func (a *Agent) reconcileLocked(id string, d desired) {
 		if !t.stateful {
 			return
 		}
-		if (t.role == httpapi.RoleLearner || t.role == httpapi.RoleStandby) && t.job != nil {
-			t.role = d.role
+		ev := evLearn
+		if d.role == httpapi.RoleStandby {
+			ev = evStandBy
+		}
+		if t.phase.tailing() && t.job != nil {
+			t.move(ev)
 			return
 		}
-		t.role = d.role
-		t.ready, t.revoking, t.released, t.lost = false, false, false, false
+		t.move(ev)
+		t.revoking = false
 		a.startJobLocked(t, false, func(ctx context.Context, prev *job) { a.tail(ctx, t, prev) })
 	}
 }
@@ -176,11 +180,11 @@ func (a *Agent) reconcileLocked(id string, d desired) {
 func (a *Agent) dropLocked(t *task) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.role == "" {
+	if t.phase == phaseGone {
 		return
 	}
-	t.role = ""
-	t.ready, t.revoking, t.released = false, false, false
+	t.move(evDrop)
+	t.revoking = false
 	t.job.stop()
 	if p := t.applied.Load(); p > 0 {
 		a.positions[t.id] = p

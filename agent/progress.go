@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 // progressBook keeps the latest progress of every learner and standby in
@@ -137,9 +136,9 @@ func (a *Agent) republishProgress() {
 	a.mu.Unlock()
 	for _, t := range ts {
 		t.mu.Lock()
-		role := t.role
+		tailing := t.phase.tailing()
 		t.mu.Unlock()
-		if role != httpapi.RoleLearner && role != httpapi.RoleStandby {
+		if !tailing {
 			continue
 		}
 		if r := t.replayer.Load(); r != nil {

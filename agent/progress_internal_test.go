@@ -8,7 +8,6 @@ import (
 
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natstest"
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/statestore"
@@ -42,7 +41,7 @@ func TestRepublishWaitsForTheFirstReport(t *testing.T) {
 		tasks:   map[string]*task{},
 	}
 	a.progress = newProgressBook(func(p group.Progress) { got = append(got, p) })
-	tk := &task{id: "t1", stateful: true, role: httpapi.RoleLearner}
+	tk := &task{id: "t1", stateful: true, phase: phaseLearner}
 	a.tasks["t1"] = tk
 
 	r := restore.New(clog, store, restore.Options{Task: "t1"})

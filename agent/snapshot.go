@@ -177,7 +177,7 @@ func (a *Agent) ownedTasks() []ownedTask {
 	for _, id := range sortedKeys(a.tasks) {
 		t := a.tasks[id]
 		t.mu.Lock()
-		if t.stateful && t.role == httpapi.RoleActive && t.ready && !t.lost && !t.released {
+		if t.stateful && t.phase == phaseActive {
 			out = append(out, ownedTask{id: id, epoch: t.epoch, applied: t.applied.Load()})
 		}
 		t.mu.Unlock()

@@ -14,8 +14,8 @@ import (
 	"github.com/handoffhq/handoff/statestore"
 )
 
-// task is one task's runtime on this member. The member loop changes its
-// role; the commit path and the release path read and change its state
+// task is one task's runtime on this member. The member loop moves it
+// through its lifecycle (lifecycle.go); the commit path and the release path read and change its state
 // under mu; at most one background job (a tailing restore or an
 // activation) runs for it at a time, each waiting for the one before.
 type task struct {
@@ -30,12 +30,9 @@ type task struct {
 	// mu guards the state below; it is held only briefly, never across
 	// I/O. Lock order: a.mu, then mu.
 	mu       sync.Mutex
-	role     string // httpapi.Role*, or "" when the task is not on this member
+	phase    taskPhase // see lifecycle.go
 	epoch    uint64
-	ready    bool // active and current: the worker may commit
-	revoking bool
-	released bool
-	lost     bool // a fenced append showed another member owns the task
+	revoking bool // the current generation revokes the task from this member
 	job      *job
 
 	applied  atomic.Uint64 // how far the local copy reaches
@@ -236,12 +233,11 @@ func (a *Agent) newReplayer(t *task, tail bool) *restore.Replayer {
 func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uint64, handoffAt time.Time) {
 	t.commitMu.Lock()
 	t.mu.Lock()
-	if ctx.Err() != nil || t.role != httpapi.RoleActive || t.epoch != epoch {
+	if ctx.Err() != nil || !t.phase.owned() || t.epoch != epoch || !t.move(evReady) {
 		t.mu.Unlock()
 		t.commitMu.Unlock()
 		return
 	}
-	t.ready = true
 	t.lastSeq = seq
 	if seq > 0 {
 		t.applied.Store(seq)
@@ -275,7 +271,7 @@ func (a *Agent) onProgress(t *task, p restore.Progress) {
 	t.applied.Store(p.Applied)
 	t.lag.Store(p.LagMsgs)
 	t.mu.Lock()
-	role := t.role
+	role := t.phase.role()
 	t.mu.Unlock()
 	if role == "" {
 		return

@@ -65,21 +65,21 @@ func (a *Agent) viewLocked() httpapi.View {
 	for _, id := range ids {
 		t := a.tasks[id]
 		t.mu.Lock()
-		tv := httpapi.TaskView{ID: id, Role: t.role, Stateful: t.stateful, Epoch: t.epoch}
-		switch {
-		case t.role == "":
+		tv := httpapi.TaskView{ID: id, Role: t.phase.role(), Stateful: t.stateful, Epoch: t.epoch}
+		switch t.phase {
+		case phaseGone:
 			t.mu.Unlock()
 			continue
-		case t.role == httpapi.RoleActive && (t.released || t.lost):
+		case phaseReleased, phaseLost:
 			// Released or taken over: the worker has nothing more to do.
 			t.mu.Unlock()
 			continue
-		case t.role == httpapi.RoleActive && !t.ready:
+		case phaseActivating:
 			// Becoming active: shown as learning until its copy is
 			// current and fenced.
 			tv.Role = httpapi.RoleLearner
 			tv.Lag = t.lag.Load()
-		case t.role == httpapi.RoleActive:
+		case phaseActive:
 			if t.revoking {
 				v.Revoke = append(v.Revoke, id)
 			}
