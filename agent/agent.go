@@ -64,7 +64,11 @@ type Options struct {
 	Snapshots SnapshotOptions
 }
 
-// Agent is one member's sidecar. Open it, Run it, Close it.
+// Agent is one member's sidecar. Open it, Run it, Close it. It holds what
+// every member has; a leader's state lives in a leader (leader.go) while the
+// member leads. The locks, what each guards and their order are listed in
+// one place, docs/ARCHITECTURE.md ("Locks"): task.commitMu, then a.mu,
+// then task.mu.
 type Agent struct {
 	opts Options
 	log  zerolog.Logger
@@ -287,6 +291,14 @@ func (a *Agent) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return group.DeleteMember(ctx, a.kv, a.opts.MemberID)
+}
+
+// Abandon stops background work and closes the agent's replay connection
+// without deleting the member record: the group learns that the member is
+// gone only when the record expires, as after a crash.
+func (a *Agent) Abandon() {
+	a.stopAllTasks()
+	a.replayNC.Close()
 }
 
 func (a *Agent) stopAllTasks() {

@@ -28,7 +28,7 @@ type task struct {
 	lastSeq  uint64 // changelog sequence of this owner's last append or applied entry
 
 	// mu guards the state below; it is held only briefly, never across
-	// I/O. Lock order: a.mu, then mu.
+	// I/O. Lock order (docs/ARCHITECTURE.md): commitMu, a.mu, then mu.
 	mu       sync.Mutex
 	phase    taskPhase // see lifecycle.go
 	epoch    uint64
