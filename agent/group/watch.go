@@ -88,8 +88,8 @@ func (w Watch) drain(ctx context.Context, kw jetstream.KeyWatcher, rewatch <-cha
 	}
 }
 
-// Sleep waits d or until ctx ends, reporting whether d passed. It is for
-// backoff before a retry, never to wait for a condition.
+// Sleep waits d or until ctx ends, reporting whether d passed. It paces
+// loops and backs off before retries; it never waits for a condition.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -61,7 +61,7 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 	}
 	defer stop()
 	// Learners report once a second: listen that long before the first view.
-	if !sleepOrDone(ctx, 1100*time.Millisecond) {
+	if !group.Sleep(ctx, 1100*time.Millisecond) {
 		return nil
 	}
 	for {
@@ -82,7 +82,7 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 			}
 			renderGroup(e.stdout, gv, time.Now())
 		}
-		if !*watch || !sleepOrDone(ctx, time.Second) {
+		if !*watch || !group.Sleep(ctx, time.Second) {
 			return nil
 		}
 	}
@@ -262,16 +262,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// sleepOrDone waits d unless ctx ends first; it reports whether d passed.
-func sleepOrDone(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
