@@ -10,6 +10,7 @@ import (
 	"github.com/handoffhq/handoff/agent/group"
 )
 
+// leaseRecord is what this member writes in the lease when it leads.
 func (a *Agent) leaseRecord() group.LeaseRecord {
 	return group.LeaseRecord{Member: a.opts.MemberID, Incarnation: a.incarnation, Since: a.started}
 }

@@ -303,15 +303,6 @@ func (ld *leader) observePromotions(moves []assign.Move) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/snapshot"
@@ -133,7 +134,7 @@ func TestSnapshotsTrimAndTheNextOwnerLoadsOne(t *testing.T) {
 		}
 	}
 	read := c.view()
-	if err := agent.ReadSnapshots(ctx, c.js, &read, time.Now()); err != nil || read.Tasks[0].SnapshotSeq < firstSeq {
+	if err := group.ReadSnapshots(ctx, c.js, &read, time.Now()); err != nil || read.Tasks[0].SnapshotSeq < firstSeq {
 		t.Errorf("ReadSnapshots = %v, task %+v; want s0's snapshot", err, read.Tasks[0])
 	}
 

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/handoffhq/handoff/agent/group"
@@ -61,7 +63,7 @@ func (a *Agent) viewLocked() httpapi.View {
 		Revoke:     []string{},
 		Shutdown:   a.entry.Shutdown,
 	}
-	ids := sortedKeys(a.tasks)
+	ids := slices.Sorted(maps.Keys(a.tasks))
 	for _, id := range ids {
 		t := a.tasks[id]
 		t.mu.Lock()
@@ -124,7 +126,7 @@ func (a *Agent) LeaveStatus() httpapi.LeaveStatus {
 		t := *a.leavingSince
 		s.Started = &t
 	}
-	for _, id := range sortedKeys(a.entry.Tasks) {
+	for _, id := range slices.Sorted(maps.Keys(a.entry.Tasks)) {
 		s.Remaining = append(s.Remaining, id)
 	}
 	a.mu.Unlock()

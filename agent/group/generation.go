@@ -6,7 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -130,7 +131,7 @@ func Split(as assign.Assignment, live []string, shutdown []string) (map[string]*
 		part(id)
 	}
 	unassigned := map[string]*assign.TaskAssignment{}
-	for _, id := range sortedKeys(as.Tasks) {
+	for _, id := range slices.Sorted(maps.Keys(as.Tasks)) {
 		t := as.Tasks[id]
 		if t.Active == "" {
 			unassigned[id] = t
@@ -231,13 +232,4 @@ func ReadAssignment(ctx context.Context, kv jetstream.KeyValue) (GenerationRecor
 		parts[id] = ma
 	}
 	return g, parts, Merge(g, parts), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,7 +71,7 @@ func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progres
 	for _, id := range g.Shutdown {
 		shutdown[id] = true
 	}
-	for _, id := range sortedKeys(ids) {
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		r, live := records[id]
 		ma, inGen := parts[id]
 		mv := wire.MemberView{ID: id, Addr: r.Addr, Zone: r.Zone, Capacity: r.Capacity, Active: []string{}}
@@ -85,7 +87,7 @@ func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progres
 		default:
 			mv.State = wire.StateMember
 		}
-		mv.Active = append(mv.Active, sortedKeys(ma.Tasks)...)
+		mv.Active = append(mv.Active, slices.Sorted(maps.Keys(ma.Tasks))...)
 		mv.Learning = ma.Learning
 		mv.Standby = ma.Standby
 		gv.Members = append(gv.Members, mv)

@@ -17,7 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/httpapi/wire"
 )
 
 func init() {
@@ -91,23 +91,23 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 // progressCollector keeps the latest report of each learner.
 type progressCollector struct {
 	mu sync.Mutex
-	m  map[string]httpapi.LearnerProgress
+	m  map[string]wire.LearnerProgress
 }
 
 func newProgressCollector() *progressCollector {
-	return &progressCollector{m: map[string]httpapi.LearnerProgress{}}
+	return &progressCollector{m: map[string]wire.LearnerProgress{}}
 }
 
-func (c *progressCollector) add(p httpapi.LearnerProgress) {
+func (c *progressCollector) add(p wire.LearnerProgress) {
 	c.mu.Lock()
 	c.m[p.Task+"/"+p.Member] = p
 	c.mu.Unlock()
 }
 
-func (c *progressCollector) recent(maxAge time.Duration) []httpapi.LearnerProgress {
+func (c *progressCollector) recent(maxAge time.Duration) []wire.LearnerProgress {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []httpapi.LearnerProgress
+	var out []wire.LearnerProgress
 	for k, p := range c.m {
 		if time.Since(p.Updated) > maxAge {
 			delete(c.m, k)
@@ -119,7 +119,7 @@ func (c *progressCollector) recent(maxAge time.Duration) []httpapi.LearnerProgre
 }
 
 // renderGroup draws the group for people.
-func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
+func renderGroup(w io.Writer, gv wire.GroupView, now time.Time) {
 	stateful := 0
 	for _, t := range gv.Tasks {
 		if t.Stateful {
@@ -140,13 +140,13 @@ func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
 	}
 	tw.Flush()
 
-	var moving []httpapi.GroupTask
+	var moving []wire.GroupTask
 	for _, t := range gv.Tasks {
 		if len(t.Learners) > 0 || t.Revoking != "" {
 			moving = append(moving, t)
 		}
 	}
-	learners := map[string]httpapi.LearnerProgress{}
+	learners := map[string]wire.LearnerProgress{}
 	for _, p := range gv.Progress {
 		learners[p.Task+"/"+p.Member] = p
 	}
@@ -202,7 +202,7 @@ func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
 }
 
 // renderSnapshots lists each stateful task's newest snapshot.
-func renderSnapshots(w io.Writer, gv httpapi.GroupView) {
+func renderSnapshots(w io.Writer, gv wire.GroupView) {
 	fmt.Fprintln(w, "\nSNAPSHOTS")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tSEQ\tAGE")
@@ -219,7 +219,7 @@ func renderSnapshots(w io.Writer, gv httpapi.GroupView) {
 }
 
 // progressFraction is how much of its restore a learner has done.
-func progressFraction(p httpapi.LearnerProgress) float64 {
+func progressFraction(p wire.LearnerProgress) float64 {
 	if p.Lag == 0 {
 		return 1
 	}
@@ -247,7 +247,7 @@ func rate(r float64) string {
 	}
 }
 
-func eta(p httpapi.LearnerProgress) string {
+func eta(p wire.LearnerProgress) string {
 	if p.Lag == 0 {
 		return "caught up"
 	}
