@@ -96,8 +96,8 @@ type Agent struct {
 	mu           sync.Mutex
 	tasks        map[string]*task
 	generation   uint64
-	entry        group.MemberAssignment
-	entryRev     uint64
+	assigned     group.MemberAssignment // this member's part of the generation applied
+	assignedRev  uint64
 	included     bool // some generation has included this member
 	releases     map[string]assign.Release
 	leavingSince *time.Time

@@ -49,8 +49,8 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 		a.mu.Unlock()
 		return nil
 	}
-	prevRev := a.entryRev
-	prevEntry := a.entry
+	prevRev := a.assignedRev
+	prevEntry := a.assigned
 	a.mu.Unlock()
 
 	rev, included := g.Entries[a.opts.MemberID]
@@ -87,8 +87,8 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.generation = g.Generation
-	a.entry = entry
-	a.entryRev = rev
+	a.assigned = entry
+	a.assignedRev = rev
 	if included {
 		a.included = true
 	}

@@ -41,7 +41,7 @@ func (a *Agent) WaitAssignment(ctx context.Context, after uint64) httpapi.View {
 // stateLocked is the member's state as the worker sees it.
 func (a *Agent) stateLocked() string {
 	switch {
-	case a.entry.Shutdown:
+	case a.assigned.Shutdown:
 		return httpapi.StateDone
 	case a.leavingSince != nil:
 		return httpapi.StateLeaving
@@ -61,7 +61,7 @@ func (a *Agent) viewLocked() httpapi.View {
 		State:      a.stateLocked(),
 		Tasks:      []httpapi.TaskView{},
 		Revoke:     []string{},
-		Shutdown:   a.entry.Shutdown,
+		Shutdown:   a.assigned.Shutdown,
 	}
 	ids := slices.Sorted(maps.Keys(a.tasks))
 	for _, id := range ids {
@@ -120,13 +120,13 @@ func (a *Agent) LeaveStatus() httpapi.LeaveStatus {
 	s := httpapi.LeaveStatus{
 		State:     a.stateLocked(),
 		Remaining: []string{},
-		Shutdown:  a.entry.Shutdown,
+		Shutdown:  a.assigned.Shutdown,
 	}
 	if a.leavingSince != nil {
 		t := *a.leavingSince
 		s.Started = &t
 	}
-	for _, id := range slices.Sorted(maps.Keys(a.entry.Tasks)) {
+	for _, id := range slices.Sorted(maps.Keys(a.assigned.Tasks)) {
 		s.Remaining = append(s.Remaining, id)
 	}
 	a.mu.Unlock()
