@@ -43,6 +43,9 @@ type Config struct {
 	// (0: no check); OnCorruptStore what a start does with a corrupt one.
 	StoreMinFreeMB int
 	OnCorruptStore string
+	// AcceptStateLoss is a task spec: tasks this member starts empty when
+	// their state is lost (their changelog was purged).
+	AcceptStateLoss []string
 
 	// Snapshots configure the snapshots this member takes of the tasks it
 	// owns; SnapshotsOn is their on/off switch (Snapshots.Disabled is set
@@ -162,6 +165,7 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.APIToken, "api-token", c.APIToken, "if set, API calls but health checks need 'Authorization: Bearer TOKEN'")
 
 	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no check)")
+	fs.Var(specValue{&c.AcceptStateLoss}, "accept-state-loss", "stateful task `IDs` (like --tasks) this member starts empty although the group shows they had state that is gone (their changelog was purged); remove once they run")
 	fs.StringVar(&c.OnCorruptStore, "on-corrupt-store", c.OnCorruptStore, "`policy` for a local store found corrupt: rebuild (move it aside, restore the tasks from snapshots and the changelog) or fail")
 
 	natsFlags(fs, &c.NATS, "NATS server `URL`s (comma-separated); empty runs an embedded single-node server")
