@@ -7,19 +7,26 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/restore"
+	"github.com/handoffhq/handoff/snapshot"
 )
 
-// A task whose changelog was purged whole is refused, not restored empty,
-// when the group's records show it has a history; a task without one (a
-// new task) still starts empty.
-func TestPurgedChangelogWithHistoryRefused(t *testing.T) {
-	e := newEnv(t)
-	ctx := testContext(t)
+// commitFive commits five entries to task "t" and returns their writer
+// and the last one's sequence.
+func commitFive(t *testing.T, e *env) (*writer, uint64) {
 	w := &writer{log: e.log, store: memStore(t), task: "t"}
 	var last uint64
 	for i := 1; i <= 5; i++ {
 		last = w.commit(t, entry(i))
 	}
+	return w, last
+}
+
+// A task whose changelog was purged whole is refused, not restored empty,
+// when the group's records show it has a history; a task without one (a
+// new task) still starts empty.
+func TestPurgedChangelogWithHistoryRefused(t *testing.T) {
+	e, ctx := newEnv(t), testContext(t)
+	_, last := commitFive(t, e)
 	if err := e.log.Stream().Purge(ctx, jetstream.WithPurgeSubject(e.log.Subject("t"))); err != nil {
 		t.Fatal(err)
 	}
@@ -49,16 +56,29 @@ func TestPurgedChangelogWithHistoryRefused(t *testing.T) {
 
 // A history changes nothing while the changelog holds the task.
 func TestHistoryWithChangelogRestores(t *testing.T) {
-	e := newEnv(t)
-	ctx := testContext(t)
-	w := &writer{log: e.log, store: memStore(t), task: "t"}
-	var last uint64
-	for i := 1; i <= 5; i++ {
-		last = w.commit(t, entry(i))
-	}
+	e, ctx := newEnv(t), testContext(t)
+	w, last := commitFive(t, e)
 	store := memStore(t)
 	if err := restore.New(e.log, store, restore.Options{Task: "t", History: restore.History{Epoch: 3, Seq: last}}).Run(ctx); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	requireSameState(t, store, w.store, "t")
+}
+
+// A snapshot holds the task's history even when its changelog was purged
+// whole: the restore loads it rather than refusing.
+func TestHistoryInSnapshotAfterPurge(t *testing.T) {
+	e, ctx := newEnv(t), testContext(t)
+	b := openBucket(t, e)
+	w := &writer{log: e.log, store: memStore(t), task: "t"}
+	snapshotHistory(t, e, b, w, 10, snapshot.Retention{Keep: 1, Margin: 5}, 9)
+	if err := e.log.Stream().Purge(ctx, jetstream.WithPurgeSubject(e.log.Subject("t"))); err != nil {
+		t.Fatal(err)
+	}
+	fresh := memStore(t)
+	r := restore.New(e.log, fresh, restore.Options{Task: "t", Snapshots: b, History: restore.History{Epoch: 1}})
+	if err := r.Run(ctx); err != nil {
+		t.Fatalf("Run with a snapshot of a purged task: %v", err)
+	}
+	requireSameState(t, fresh, w.store, "t")
 }
