@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +135,52 @@ func TestPurgedChangelogRefusesActivation(t *testing.T) {
 	waitFor(t, 30*time.Second, "orders-0 to start empty once its loss is accepted", func() error {
 		_, err := m2.a.Commit(ctx, "orders-0", putReq("after"))
 		return err
+	})
+}
+
+// A member whose store was found corrupt starts with it moved aside and
+// empty, counts the rebuild, and restores its task from the changelog.
+func TestCorruptStoreRebuiltFromChangelog(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0", ""))
+	c.registry = map[string]*prometheus.Registry{"m1": prometheus.NewRegistry()}
+	m1 := c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 5 {
+		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stop("m1")
+	manifests, _ := filepath.Glob(filepath.Join(m1.dir, "state", "MANIFEST-*"))
+	if len(manifests) == 0 {
+		t.Fatal("no MANIFEST in the store")
+	}
+	b, err := os.ReadFile(manifests[len(manifests)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(manifests[len(manifests)-1], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	c.registry["m1"] = prometheus.NewRegistry()
+	m1 = c.start("m1")
+	if n := counterValue(t, c.registry["m1"], "handoff_store_rebuilds_total"); n != 1 {
+		t.Fatalf("handoff_store_rebuilds_total = %v, want 1", n)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(m1.dir, "state.corrupt-*")); len(aside) != 1 {
+		t.Fatalf("moved-aside stores: %v, want one", aside)
+	}
+	waitFor(t, 20*time.Second, "orders-0 restored", func() error {
+		v, err := m1.a.Get("orders-0", []byte("k"))
+		if err != nil || string(v) != "4" {
+			return fmt.Errorf("k = %q, %v; want the last commit's 4", v, err)
+		}
+		return nil
 	})
 }

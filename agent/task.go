@@ -108,7 +108,9 @@ func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		a.log.Error().Err(err).Str(fTask, t.id).Msg("tailing restore failed; retrying")
+		if !errors.Is(err, statestore.ErrFull) { // the store logs its full disk
+			a.log.Error().Err(err).Str(fTask, t.id).Msg("tailing restore failed; retrying")
+		}
 		if !group.Sleep(ctx, time.Second) {
 			return
 		}
@@ -170,7 +172,9 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			}
 			if err != nil {
 				if ctx.Err() == nil {
-					a.log.Error().Err(err).Str(fTask, t.id).Msg("catch up before activation failed; retrying")
+					if !errors.Is(err, statestore.ErrFull) { // the store logs its full disk
+						a.log.Error().Err(err).Str(fTask, t.id).Msg("catch up before activation failed; retrying")
+					}
 					group.Sleep(ctx, time.Second)
 				}
 				continue
