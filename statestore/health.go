@@ -16,11 +16,13 @@ import (
 // refuses rather than risking its consistency, and a restart rebuilds it:
 //
 //   - Short of space, it refuses writes (ErrFull) before Pebble meets the
-//     full disk: Pebble v2 panics on a failed WAL write while holding its
-//     commit pipeline's lock, and calls Logger.Fatalf when it cannot create
-//     a WAL or write its MANIFEST, so a write that reaches a full disk can
-//     leave the database unusable. Writes resume by themselves once the
-//     disk has room again.
+//     full disk. Pebble v2.1.7 does not survive that: a failed WAL write
+//     panics while it holds its commit pipeline's lock (every later write
+//     hangs), a failed close of the old WAL in a WAL rotation panics after
+//     it released DB.mu, which its caller's deferred unlock turns into the
+//     unrecoverable "fatal error: sync: unlock of unlocked mutex", and a
+//     failed MANIFEST write calls Logger.Fatalf. Writes resume by
+//     themselves once the disk has room again.
 //   - Failed flushes and compactions (Pebble retries them at once, in a
 //     loop) are retried after a pause instead, and logged at most once per
 //     logEvery per kind of message.
