@@ -192,9 +192,11 @@ func (h *health) listener() *pebble.EventListener {
 	}
 }
 
-// guard runs fn, a call into Pebble that writes. Pebble panics when a WAL
-// write fails and its commit pipeline is unusable afterwards: the store
-// fails for good, and the caller gets an error instead of a dead process.
+// guard runs fn, a call into Pebble that writes. When Pebble panics there
+// (a failed WAL write, or Fatalf) and the panic can be recovered, the store
+// fails for good and the caller gets an error wrapping ErrFailed: Pebble's
+// commit pipeline is unusable afterwards. (Some of Pebble's panics cannot be
+// recovered at all; the free-space reserve is what keeps them away.)
 func (h *health) guard(what string, fn func() error) (err error) {
 	defer func() {
 		p := recover()
