@@ -80,7 +80,8 @@ func commitHTTP(t *testing.T, api, task string, epoch uint64, i int) (int, strin
 
 // TestFullDiskProcess fills the disk of a running agent's store (a small
 // tmpfs): commits are refused with 503 and nothing crashes, readiness says
-// so, writes resume once space is freed, and SIGTERM still works.
+// so, writes resume once space is freed, and SIGTERM still works; a start
+// on the full disk waits for space and answers SIGTERM.
 func TestFullDiskProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the agent as a child process")
@@ -94,9 +95,10 @@ func TestFullDiskProcess(t *testing.T) {
 	if err := os.Symlink(filepath.Join(disk, "state"), filepath.Join(dataDir, "state")); err != nil {
 		t.Fatal(err)
 	}
-	a := startAgent(t, "m1", nil, "--group", "disk", "--member-id", "m1", "--data-dir", dataDir,
+	args := []string{"--group", "disk", "--member-id", "m1", "--data-dir", dataDir,
 		"--listen", "127.0.0.1:0", "--embedded-nats-listen", "127.0.0.1:0", "--tasks", "orders-0",
-		"--store-min-free-mb", "4", "--release-timeout", "1s")
+		"--store-min-free-mb", "4", "--release-timeout", "1s"}
+	a := startAgent(t, "m1", nil, args...)
 	v := a.waitView(startDeadline, "orders-0 active", func(v httpapi.View) bool { return activeCount(v) == 1 })
 	epoch := v.Tasks[0].Epoch
 	readyz := func() int {
@@ -146,4 +148,18 @@ func TestFullDiskProcess(t *testing.T) {
 	if code := a.waitExit(exitDeadline); code != 0 {
 		t.Fatalf("exit status after SIGTERM = %d, want 0", code)
 	}
+
+	// A start on the full disk waits for space, and SIGTERM ends the wait.
+	fill = fillDisk(t, disk)
+	b := spawnAgent(t, "m1 on a full disk", nil, args...)
+	b.waitLog("local store: waiting for free space", startDeadline)
+	b.signal(syscall.SIGTERM)
+	if code := b.waitExit(exitDeadline); code != 1 {
+		t.Fatalf("exit status after SIGTERM while waiting for space = %d, want 1", code)
+	}
+	if err := os.Remove(fill); err != nil {
+		t.Fatal(err)
+	}
+	c := startAgent(t, "m1 restarted", nil, args...)
+	c.waitView(startDeadline, "orders-0 active again", func(v httpapi.View) bool { return activeCount(v) == 1 })
 }
