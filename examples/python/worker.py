@@ -475,7 +475,7 @@ class Worker:
         self.stop_all()
 
     def follow(self):
-        after, wait, backoff = 0, 0, 0.1
+        after, wait, backoff, polls = 0, 0, 0.1, 0
         while True:
             try:
                 view = self.api.assignment(after, wait)
@@ -490,7 +490,8 @@ class Worker:
             if view["shutdown"] or view["state"] == "done":
                 log("the agent says shutdown")
                 return
-            if BREAK == "sleep-poll":
+            if BREAK == "sleep-poll" and polls < 5:
+                polls += 1
                 time.sleep(2)
             # Poll again at once: the sooner a change is seen, the shorter a hand-over.
 
