@@ -131,6 +131,7 @@ type run struct {
 	leftAt    time.Time // the second member left
 	leavingAt time.Time // the worker's member was told to leave
 	killed    bool      // the run had to kill the worker
+	moved     []string  // the tasks the second member took
 }
 
 // Run runs the worker of o.Command through the conformance cases and
@@ -291,7 +292,8 @@ func (r *run) drive(ctx context.Context) {
 	if !r.leaveSecond(ctx) {
 		return
 	}
-	back := slices.DeleteFunc(slices.Clone(r.tasks), func(t string) bool { h, _ := r.px.hidden(); return t == h })
+	hidden, _ := r.px.hidden()
+	back := slices.DeleteFunc(slices.Clone(r.moved), func(t string) bool { return t == hidden })
 	r.wait(ctx, "the worker commits on the tasks that came back", func() bool { return r.committedAll(back, r.leftAt) })
 
 	r.progress("the worker's member leaves: every task is revoked, then the worker is told to shut down")
@@ -427,7 +429,8 @@ func (r *run) join(ctx context.Context) bool {
 // of its tasks on the way back, and waits until the worker's member holds
 // every task again.
 func (r *run) leaveSecond(ctx context.Context) bool {
-	r.px.hideNext(activeTasks(r.b.agent.Assignment()))
+	r.moved = activeTasks(r.b.agent.Assignment())
+	r.px.hideNext(r.moved)
 	if _, err := r.b.agent.Leave(ctx); err != nil {
 		r.note("leave the second member: %v", err)
 		return false
