@@ -56,7 +56,7 @@ The cases:
 		}
 		fmt.Fprint(e.stdout, `
 It prints a table with the reason for each failed case and exits with status
-1 if any case failed. A run takes about half a minute.
+1 if any case failed. A run takes 10 to 30 seconds.
 
 Examples:
   handoff conformance -- python3 examples/python/worker.py
