@@ -443,12 +443,10 @@ class Worker:
                 run.stop(release=False)  # a new ownership: start again below
         for task, t in active.items():
             run = self.runs.get(task)
-            if run and run.epoch == t["epoch"] and not run.stopping.is_set():
-                continue
-            if (task, t["epoch"]) in self.done:
-                continue
             if run and run.epoch == t["epoch"]:
-                continue  # still stopping at this epoch
+                continue  # running at this epoch already
+            if (task, t["epoch"]) in self.done:
+                continue  # refused with not_owner at this epoch: leave it alone
             self.runs[task] = TaskRun(self, t)
             self.runs[task].start()
         # A task revoked before this worker ever started it must be released

@@ -125,13 +125,11 @@ type run struct {
 	worker *process
 
 	// What the run did, for the cases to judge.
-	notes     []string // steps that did not complete, in order
-	faults    map[string]*call
-	joinedAt  time.Time // the second member started
-	leftAt    time.Time // the second member left
-	leavingAt time.Time // the worker's member was told to leave
-	killed    bool      // the run had to kill the worker
-	moved     []string  // the tasks the second member took
+	notes  []string // steps that did not complete, in order
+	faults map[string]*call
+	leftAt time.Time // the second member left
+	killed bool      // the run had to kill the worker
+	moved  []string  // the tasks the second member took
 }
 
 // Run runs the worker of o.Command through the conformance cases and
@@ -292,12 +290,15 @@ func (r *run) drive(ctx context.Context) {
 	if !r.leaveSecond(ctx) {
 		return
 	}
-	hidden, _ := r.px.hidden()
-	back := slices.DeleteFunc(slices.Clone(r.moved), func(t string) bool { return t == hidden })
-	r.wait(ctx, "the worker commits on the tasks that came back", func() bool { return r.committedAll(back, r.leftAt) })
+	// The hidden task is chosen when the worker polls the view that
+	// activates it, which may be after the agent shows it.
+	r.wait(ctx, "the worker commits on the tasks that came back", func() bool {
+		hidden, _ := r.px.hidden()
+		back := slices.DeleteFunc(slices.Clone(r.moved), func(t string) bool { return t == hidden })
+		return hidden != "" && r.committedAll(back, r.leftAt)
+	})
 
 	r.progress("the worker's member leaves: every task is revoked, then the worker is told to shut down")
-	r.leavingAt = time.Now()
 	if _, err := r.a.agent.Leave(ctx); err != nil {
 		r.note("leave the worker's member: %v", err)
 		return
@@ -403,7 +404,6 @@ func (r *run) injectFaults(ctx context.Context) {
 // waits until it holds its share of the tasks.
 func (r *run) join(ctx context.Context) bool {
 	var err error
-	r.joinedAt = time.Now()
 	if r.b, err = startMember(ctx, r.srv.ClientURL(), r.dir, DefaultGroup, "second-member", r.token, r.cfg, r.log); err != nil {
 		r.note("start the second member: %v", err)
 		return false
