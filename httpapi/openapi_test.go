@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -415,5 +417,98 @@ func TestOpenAPIIsValidYAML(t *testing.T) {
 	}
 	if v, _ := doc["openapi"].(string); !strings.HasPrefix(v, "3.1") {
 		t.Errorf("openapi = %q, want 3.1.x", v)
+	}
+}
+
+// walk calls fn for every mapping in the YAML document v, with its path.
+func walk(v any, path string, fn func(path string, m map[string]any)) {
+	switch v := v.(type) {
+	case map[string]any:
+		fn(path, v)
+		for k, c := range v {
+			walk(c, path+"/"+k, fn)
+		}
+	case []any:
+		for i, c := range v {
+			walk(c, path+"/"+strconv.Itoa(i), fn)
+		}
+	}
+}
+
+func loadDoc(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(specPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// TestOpenAPIRefs checks that every $ref points at something in the file.
+func TestOpenAPIRefs(t *testing.T) {
+	doc := loadDoc(t)
+	walk(doc, "", func(path string, m map[string]any) {
+		ref, ok := m["$ref"].(string)
+		if !ok {
+			return
+		}
+		var cur any = doc
+		for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+			next, ok := cur.(map[string]any)[part]
+			if !ok {
+				t.Errorf("%s: $ref %s points at nothing", path, ref)
+				return
+			}
+			cur = next
+		}
+	})
+}
+
+// TestOpenAPIExamples decodes every JSON example whose schema is a wire
+// type into that type, refusing unknown fields, so that the examples say
+// what the agent really sends and accepts.
+func TestOpenAPIExamples(t *testing.T) {
+	doc := loadDoc(t)
+	checked := 0
+	walk(doc, "", func(path string, m map[string]any) {
+		media, ok := m["application/json"].(map[string]any)
+		if !ok {
+			return
+		}
+		sc, _ := media["schema"].(map[string]any)
+		ref, _ := sc["$ref"].(string)
+		typ, ok := wireTypes[strings.TrimPrefix(ref, "#/components/schemas/")]
+		if !ok {
+			return
+		}
+		var examples []any
+		if ex, ok := media["example"]; ok {
+			examples = append(examples, ex)
+		}
+		if exs, ok := media["examples"].(map[string]any); ok {
+			for _, e := range exs {
+				examples = append(examples, e.(map[string]any)["value"])
+			}
+		}
+		for _, ex := range examples {
+			b, err := json.Marshal(ex)
+			if err != nil {
+				t.Errorf("%s: example is not JSON: %v", path, err)
+				continue
+			}
+			dec := json.NewDecoder(bytes.NewReader(b))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(reflect.New(typ).Interface()); err != nil {
+				t.Errorf("%s: example %s does not decode as httpapi.%s: %v", path, b, typ.Name(), err)
+			}
+			checked++
+		}
+	})
+	if checked < 10 {
+		t.Errorf("checked %d examples; the walk missed the spec's examples", checked)
 	}
 }
