@@ -146,7 +146,9 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 		return rep, err
 	}
 	defer func() {
-		cleanup(rep.Passed)
+		if cleanup(rep.Passed) {
+			rep.Dir = ""
+		}
 	}()
 	defer r.close()
 	if err := r.setup(ctx); err != nil {
@@ -163,8 +165,8 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 }
 
 // openDir makes the run's directory and log. cleanup removes a temporary
-// directory after a run that passed.
-func (r *run) openDir() (cleanup func(passed bool), err error) {
+// directory after a run that passed, and says whether it did.
+func (r *run) openDir() (cleanup func(passed bool) (removed bool), err error) {
 	r.dir = r.o.Dir
 	temp := r.dir == ""
 	if temp {
@@ -179,11 +181,12 @@ func (r *run) openDir() (cleanup func(passed bool), err error) {
 		return nil, fmt.Errorf("create the agents' log: %w", err)
 	}
 	r.log = zerolog.New(f).Level(zerolog.InfoLevel).With().Timestamp().Logger()
-	return func(passed bool) {
+	return func(passed bool) bool {
 		_ = f.Close()
 		if temp && passed {
-			_ = os.RemoveAll(r.dir)
+			return os.RemoveAll(r.dir) == nil
 		}
+		return false
 	}, nil
 }
 

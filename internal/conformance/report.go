@@ -20,7 +20,7 @@ type Report struct {
 	Worker string `json:"worker"`
 	// Dir holds the agents' and the worker's logs; it is kept when a case
 	// failed or when it was given.
-	Dir       string   `json:"dir"`
+	Dir       string   `json:"dir,omitempty"`
 	WorkerLog []string `json:"workerLog,omitempty"` // its last lines, when a case failed
 	Duration  string   `json:"duration"`
 }
