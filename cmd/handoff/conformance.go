@@ -46,8 +46,9 @@ big-endian). Knowing the job lets every commit be checked against the exact
 counts.
 
 A second real member joins and leaves to make tasks move, and the proxy
-answers chosen calls with 503 unavailable, 409 resume and 409 not_owner. At
-the end the worker's member leaves and the worker must exit on shutdown.
+answers chosen calls with 503 unavailable, 409 resume and 409 not_owner, and
+leaves one commit unanswered as a paused agent would. At the end the worker's
+member leaves and the worker must exit on shutdown.
 The cases:
 
 `, conformance.EnvSidecarURL, conformance.EnvSidecarToken, conformance.EnvNATSURL, conformance.EnvGroup)

@@ -128,7 +128,7 @@ class Sidecar:
             "checkpoint": b64(checkpoint),
             "epoch": epoch,
         }
-        return self.call("POST", f"/tasks/{task}/commit", body=body)
+        return self.call("POST", f"/tasks/{task}/commit", body=body, timeout=None if BREAK == "no-timeout" else 10)
 
     def release(self, task, epoch):
         return self.call("POST", f"/tasks/{task}/release", {"epoch": epoch})
@@ -510,7 +510,7 @@ def main():
     p.add_argument("--nats", default=os.environ.get("NATS_URL", "nats://127.0.0.1:4222"))
     p.add_argument("--group", default=os.environ.get("HANDOFF_GROUP", "demo"))
     p.add_argument("--break", dest="brk", default="",
-                   choices=["", "ignore-checkpoint", "never-release", "commit-after-release", "retry-resume", "ignore-not-owner", "sleep-poll"],
+                   choices=["", "ignore-checkpoint", "no-timeout", "never-release", "commit-after-release", "retry-resume", "ignore-not-owner", "sleep-poll"],
                    help="for tests of handoff conformance only: break the contract this way")
     args = p.parse_args()
     BREAK = args.brk

@@ -20,6 +20,7 @@ const (
 	CaseNotOwner       = "stop-on-not-owner"
 	CaseResume         = "restart-on-resume"
 	CaseRetry          = "retry-on-503"
+	CaseTimeout        = "timeout-unanswered"
 	CasePolling        = "poll-at-once"
 	CaseEpoch          = "send-epoch"
 	CaseShutdown       = "exit-on-shutdown"
@@ -33,6 +34,7 @@ var caseTitles = []struct{ id, title string }{
 	{CaseNotOwner, "after 409 not_owner, stops the task without releasing it"},
 	{CaseResume, "after 409 resume, restarts from the view's checkpoint and never retries the commit"},
 	{CaseRetry, "retries after 503 unavailable (a commit and a poll)"},
+	{CaseTimeout, "gives up a call the agent never answers (a paused agent) and retries it"},
 	{CasePolling, "long-polls /assignment, re-polls at once, never sleeps between polls"},
 	{CaseEpoch, "sends the task's epoch with every commit and release"},
 	{CaseShutdown, "exits with status 0 on shutdown"},
@@ -44,6 +46,7 @@ const (
 	pollGapAfterError  = 5 * time.Second // ... or an error answer (Retry-After: 1)
 	maxUnchangedQuick  = 10              // polls without wait that got an unchanged view
 	shutdownExitWait   = 10 * time.Second
+	maxCallTimeout     = 15 * time.Second // docs/api.md suggests 10 s
 )
 
 // verdicts collects the first failure of each case.
@@ -365,6 +368,20 @@ func (r *run) judgeFaults(h *history, v verdicts) {
 		ok := slices.ContainsFunc(h.commits, func(c call) bool { return c.Task == f.Task && c.Start.After(f.End) && c.Status == 200 })
 		if !ok && (moved.IsZero() || moved.Sub(f.End) > r.o.PhaseWait) {
 			v.fail(CaseRetry, "task %s was never committed again after a 503 at %s: retry (a commit refused with 503 may or may not have landed; a retry that would apply it twice is refused with 409 resume)", f.Task, clock(f.End))
+		}
+	}
+	if f := r.faults["hang"]; f == nil {
+		v.fail(CaseTimeout, "not exercised: the worker made no commit of %s to leave unanswered", r.tasks[3])
+	} else {
+		waited := f.End.Sub(f.Start)
+		switch {
+		case !f.Abandoned:
+			v.fail(CaseTimeout, "the worker waited %v for a commit of %s that the agent never answered, until the run answered it: give every call a timeout (at most %v; a paused agent accepts connections and never answers)",
+				waited.Round(time.Millisecond), f.Task, maxCallTimeout)
+		case waited > maxCallTimeout:
+			v.fail(CaseTimeout, "the worker gave up a commit the agent never answered after %v: time calls out sooner (at most %v)", waited.Round(time.Millisecond), maxCallTimeout)
+		case !slices.ContainsFunc(h.commits, func(c call) bool { return c.Task == f.Task && c.Start.After(f.End) && c.Status == 200 }):
+			v.fail(CaseTimeout, "task %s was never committed again after its commit went unanswered at %s: retry it, or restart the task from /assignment", f.Task, clock(f.Start))
 		}
 	}
 	if f := r.faults["unavailable-poll"]; f == nil {

@@ -281,7 +281,7 @@ func (r *run) drive(ctx context.Context) {
 		return
 	}
 
-	r.progress("injecting 503 unavailable, 409 resume and 409 not_owner")
+	r.progress("injecting 503 unavailable, 409 resume, 409 not_owner and a commit left unanswered")
 	r.injectFaults(ctx)
 
 	r.progress("a second member joins: tasks are revoked from the worker")
@@ -376,16 +376,18 @@ func (r *run) committedAll(tasks []string, since time.Time) bool {
 
 // injectFaults answers one commit of c-0 and one poll with 503, one commit
 // of c-1 with 409 resume (after the agent accepted it) and one commit of
-// c-2 with 409 not_owner, then waits for the worker to go on.
+// c-2 with 409 not_owner, leaves one commit of c-3 unanswered as a paused
+// agent would, then waits for the worker to go on.
 func (r *run) injectFaults(ctx context.Context) {
 	fired := map[string]<-chan *call{
 		"unavailable-commit": r.px.arm(callCommit, r.tasks[0], faultUnavailable),
 		"resume":             r.px.arm(callCommit, r.tasks[1], faultResume),
 		"not_owner":          r.px.arm(callCommit, r.tasks[2], faultNotOwner),
 		"unavailable-poll":   r.px.arm(callAssignment, "", faultUnavailable),
+		"hang":               r.px.arm(callCommit, r.tasks[3], faultHang),
 	}
 	r.px.kickPolls()
-	for _, name := range []string{"unavailable-commit", "resume", "not_owner", "unavailable-poll"} {
+	for _, name := range []string{"unavailable-commit", "resume", "not_owner", "unavailable-poll", "hang"} {
 		select {
 		case c := <-fired[name]:
 			r.faults[name] = c
@@ -400,6 +402,9 @@ func (r *run) injectFaults(ctx context.Context) {
 	}
 	if c := r.faults["resume"]; c != nil {
 		r.wait(ctx, "a commit of "+c.Task+" accepted after the 409 resume", func() bool { return r.committedAll([]string{c.Task}, c.End) })
+	}
+	if c := r.faults["hang"]; c != nil {
+		r.wait(ctx, "a commit of "+c.Task+" accepted after the unanswered one", func() bool { return r.committedAll([]string{c.Task}, c.End) })
 	}
 }
 

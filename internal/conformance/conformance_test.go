@@ -86,11 +86,15 @@ func TestBrokenWorkersFail(t *testing.T) {
 		{"retry-resume", []string{CaseResume}},
 		{"ignore-not-owner", []string{CaseNotOwner}},
 		{"sleep-poll", []string{CasePolling}},
+		{"no-timeout", []string{CaseTimeout}},
 		// After a resume too, it starts from the input's beginning.
 		{"ignore-checkpoint", []string{CaseStart, CaseResume}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.brk, func(t *testing.T) {
+			// Two at a time (go test's -parallel is GOMAXPROCS): the runs
+			// mostly wait on the worker, so this halves the test's time.
+			t.Parallel()
 			rep := runWorker(t, py, pythonWorker(t), "--break="+tt.brk)
 			if got := rep.Failed(); !slices.Equal(got, tt.want) {
 				t.Errorf("worker --break=%s failed cases %v, want %v", tt.brk, got, tt.want)

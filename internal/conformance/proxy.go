@@ -155,13 +155,16 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rec.begin(c)
 
 	status, header, out, f, hidden := p.answer(r, c, body)
+	abandoned := f != nil && f.what == faultHang && status == 0
 	for _, h := range []string{"Content-Type", "Retry-After", "Allow", "WWW-Authenticate", "Cache-Control"} {
 		if v := header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}
 	}
-	w.WriteHeader(status)
-	_, _ = w.Write(out)
+	if status != 0 {
+		w.WriteHeader(status)
+		_, _ = w.Write(out)
+	}
 
 	var view *httpapi.View
 	if kind == callAssignment && status == http.StatusOK {
@@ -178,7 +181,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				c.Code = eb.Code
 			}
 		}
-		c.View, c.Hidden = view, hidden
+		c.View, c.Hidden, c.Abandoned = view, hidden, abandoned
 		if f != nil {
 			c.Fault = f.what
 		}
@@ -196,6 +199,14 @@ func (p *proxy) answer(r *http.Request, c *call, body []byte) (status int, heade
 	case persistent != "":
 		status, header, out, _ = errorAnswer(persistent, "")
 		return status, header, out, nil, ""
+	case f != nil && f.what == faultHang:
+		select {
+		case <-r.Context().Done():
+			return 0, http.Header{}, nil, f, "" // the worker gave up: nobody reads an answer
+		case <-time.After(hangMax):
+			status, header, out, _ = errorAnswer(faultUnavailable, "the conformance run left this call unanswered for "+hangMax.String()+", as a paused agent would; give every call a timeout")
+			return status, header, out, f, ""
+		}
 	case f != nil && f.what != faultResume:
 		status, header, out, _ = errorAnswer(f.what, "")
 		return status, header, out, f, ""

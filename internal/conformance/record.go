@@ -24,7 +24,12 @@ const (
 	faultUnavailable = "unavailable" // 503, not forwarded
 	faultNotOwner    = "not_owner"   // 409 not_owner, not forwarded
 	faultResume      = "resume"      // forwarded; the agent's 200 is answered with 409 resume
+	faultHang        = "hang"        // not forwarded and not answered, as by a paused agent
 )
+
+// hangMax is how long the proxy leaves a hung call unanswered at most;
+// then it answers 503, so that a worker without timeouts still goes on.
+const hangMax = 20 * time.Second
 
 // call is one request of the worker, as the proxy saw it.
 type call struct {
@@ -46,6 +51,9 @@ type call struct {
 	View *httpapi.View
 	// Hidden is the task whose activation this view hid, if any.
 	Hidden string
+	// Abandoned says the worker closed the connection of a hung call
+	// before the proxy answered it.
+	Abandoned bool
 }
 
 // epoch is the ?epoch= of a release (0 if absent or invalid).
