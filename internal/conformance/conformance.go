@@ -229,7 +229,7 @@ func (r *run) setup(ctx context.Context) (err error) {
 	if r.px, err = newProxy(r.a.URL(), r.rec); err != nil {
 		return err
 	}
-	go func() { _ = r.px.serve() }()
+	r.px.start()
 	r.prod = &producer{js: r.js, group: DefaultGroup, tasks: r.tasks, every: r.o.InputEvery, published: map[string][]message{}}
 	r.progress("agent %s on %s, worker's API (recording proxy) on %s", r.a.id, r.a.URL(), r.px.URL())
 	r.worker, err = startWorker(r.o.Command, []string{

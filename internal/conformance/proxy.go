@@ -26,6 +26,7 @@ type proxy struct {
 	rec    *recorder
 	srv    *http.Server
 	ln     net.Listener
+	served chan error // Serve's end, once started
 
 	mu     sync.Mutex
 	armed  []*fault
@@ -76,19 +77,24 @@ func newProxy(target string, rec *recorder) (*proxy, error) {
 // URL is the proxy's base URL: the worker's SIDECAR_URL.
 func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
 
-// serve serves until close.
-func (p *proxy) serve() error {
-	if err := p.srv.Serve(p.ln); err != nil && err != http.ErrServerClosed {
-		return fmt.Errorf("serve the proxy: %w", err)
-	}
-	return nil
+// start serves in a goroutine until close.
+func (p *proxy) start() {
+	p.served = make(chan error, 1)
+	go func() { p.served <- p.srv.Serve(p.ln) }()
 }
 
+// close stops serving, cutting calls still open after a second (a hung
+// one), and waits for the server to end.
 func (p *proxy) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if p.srv.Shutdown(ctx) != nil {
 		_ = p.srv.Close()
+	}
+	if p.served != nil {
+		<-p.served
+	} else {
+		_ = p.ln.Close()
 	}
 }
 
