@@ -490,7 +490,7 @@ class Worker:
                 return
             if BREAK == "sleep-poll" and polls < 5:
                 polls += 1
-                time.sleep(2)
+                time.sleep(3)
             # Poll again at once: the sooner a change is seen, the shorter a hand-over.
 
 

@@ -42,9 +42,9 @@ var caseTitles = []struct{ id, title string }{
 
 // Limits of the cases.
 const (
-	pollGapAfterAnswer = time.Second     // a poll must follow an answer within this
-	pollGapAfterError  = 5 * time.Second // ... or an error answer (Retry-After: 1)
-	maxUnchangedQuick  = 10              // polls without wait that got an unchanged view
+	pollGapAfterAnswer = 1500 * time.Millisecond // a poll must follow an answer within this (the agent's grace is 2 s)
+	pollGapAfterError  = 5 * time.Second         // ... or an error answer (Retry-After: 1)
+	maxUnchangedQuick  = 10                      // polls without wait that got an unchanged view
 	shutdownExitWait   = 10 * time.Second
 	maxCallTimeout     = 15 * time.Second // docs/api.md suggests 10 s
 )
