@@ -18,6 +18,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/redact"
 )
 
 func init() {
@@ -52,7 +53,7 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 	}
 	kv, err := js.KeyValue(ctx, agent.BucketName(cf.group))
 	if err != nil {
-		return fmt.Errorf("open group %q on %s: %w (has an agent of this group started?)", cf.group, cf.nats.URL, err)
+		return fmt.Errorf("open group %q on %s: %w (has an agent of this group started?)", cf.group, redact.URL(cf.nats.URL), err)
 	}
 	book := newProgressCollector()
 	stop, err := agent.WatchProgress(nc, cf.group, book.add)
