@@ -391,7 +391,7 @@ func TestPrintConfig(t *testing.T) {
 	}
 	for key, want := range map[string]any{
 		"api-token": redact.Mask, "nats-password": redact.Mask, "member-id": "007", "capacity": 2,
-		"nats": "nats://alice:xxxxx@n:4222,nats://xxxxx@n2:4222",
+		"nats":             "nats://alice:xxxxx@n:4222,nats://xxxxx@n2:4222",
 		"nats-sync-always": true, "leave-timeout": "1m30s", "tasks": "orders-0..7,billing-0..1", "zone": "",
 	} {
 		if doc[key] != want {
