@@ -81,9 +81,13 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 	defer closeLogged(log, "member record", a.Close)
 
 	api := httpapi.New(a, httpapi.Options{
-		Token:   cfg.APIToken,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Logger:  log.With().Str("component", "api").Logger(),
+		Token:             cfg.APIToken,
+		AllowedHosts:      append(cfg.allowedHosts(), cfg.Advertise), // members and tools call it by that name
+		ReadHeaderTimeout: cfg.APIReadHeaderTimeout,
+		BodyReadTimeout:   cfg.APIBodyTimeout,
+		MaxConns:          cfg.APIMaxConns,
+		Metrics:           promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Logger:            log.With().Str("component", "api").Logger(),
 	})
 	addr, err := api.Listen(cfg.Listen)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/redact"
 	"github.com/handoffhq/handoff/snapshot"
@@ -36,6 +37,13 @@ type Config struct {
 	Zone      string
 	Capacity  int
 	APIToken  string
+	// API guards: the Host names it answers to besides localhost, IP
+	// addresses and --listen's host; how long a client may take to send
+	// headers and then a body; how many connections it serves at once.
+	APIAllowedHosts      string
+	APIReadHeaderTimeout time.Duration
+	APIBodyTimeout       time.Duration
+	APIMaxConns          int
 
 	NATS nats
 
@@ -72,14 +80,17 @@ type nats struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Group:       "default",
-		MemberID:    sanitizeMemberID(host),
-		Listen:      "127.0.0.1:7070",
-		DataDir:     "handoff-data",
-		Capacity:    1,
-		NATS:        nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
-		GroupConfig: assign.DefaultConfig(),
-		SnapshotsOn: true,
+		Group:                "default",
+		MemberID:             sanitizeMemberID(host),
+		Listen:               "127.0.0.1:7070",
+		DataDir:              "handoff-data",
+		Capacity:             1,
+		APIReadHeaderTimeout: httpapi.DefaultReadHeaderTimeout,
+		APIBodyTimeout:       httpapi.DefaultBodyReadTimeout,
+		APIMaxConns:          httpapi.DefaultMaxConns,
+		NATS:                 nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
+		GroupConfig:          assign.DefaultConfig(),
+		SnapshotsOn:          true,
 		Snapshots: agent.SnapshotOptions{
 			Every:    agent.DefaultSnapshotEvery,
 			Interval: agent.DefaultSnapshotInterval,
@@ -154,6 +165,10 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure `zone` of this member; standbys go to other zones")
 	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "capacity `weight` of this member's share of tasks")
 	fs.StringVar(&c.APIToken, "api-token", c.APIToken, "if set, API calls but health checks need 'Authorization: Bearer TOKEN'")
+	fs.StringVar(&c.APIAllowedHosts, "api-allowed-hosts", c.APIAllowedHosts, "host `names` (comma-separated) the API answers to besides localhost, IP addresses and the hosts of --listen and --advertise; * for any")
+	fs.DurationVar(&c.APIReadHeaderTimeout, "api-read-header-timeout", c.APIReadHeaderTimeout, "the API closes a connection whose request headers take `longer`")
+	fs.DurationVar(&c.APIBodyTimeout, "api-body-timeout", c.APIBodyTimeout, "the API answers 408 to a request whose body takes `longer` to arrive (long-polls have none)")
+	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API serves at once; more wait until one closes")
 
 	natsFlags(fs, &c.NATS, "NATS server `URL`s (comma-separated); empty runs an embedded single-node server")
 	fs.StringVar(&c.NATS.EmbeddedListen, "embedded-nats-listen", c.NATS.EmbeddedListen, "`address` of the embedded NATS server (when --nats is empty); other than loopback it needs --nats-token or --nats-user and --nats-password, which it then requires of every client")
@@ -384,6 +399,12 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is empty: name a directory for the local state"))
 	}
+	if c.APIReadHeaderTimeout <= 0 || c.APIBodyTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--api-read-header-timeout %s, --api-body-timeout %s: use positive durations such as 10s", c.APIReadHeaderTimeout, c.APIBodyTimeout))
+	}
+	if c.APIMaxConns < 1 {
+		errs = append(errs, fmt.Errorf("--api-max-conns %d: use 1 or more (the worker needs a few: a long-poll and its commits)", c.APIMaxConns))
+	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("--capacity %d: use 1 or more", c.Capacity))
 	}
@@ -524,6 +545,17 @@ they set (see 'handoff group').
 Flags:
 `)
 	fs.PrintDefaults()
+}
+
+// allowedHosts splits --api-allowed-hosts.
+func (c Config) allowedHosts() []string {
+	var out []string
+	for _, h := range strings.Split(c.APIAllowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // durationOr returns d, or def if d is zero.
