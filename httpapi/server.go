@@ -220,10 +220,10 @@ func (s *Server) Run(ctx context.Context) error {
 		Handler:           s.mux,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
-		// No ReadTimeout: it would hold for the whole request and cancel a
-		// long-poll that outlasts it; bodies get their own deadline
-		// (bodyDeadline). No WriteTimeout: long-polls legitimately last up
-		// to MaxLongPoll.
+		// No ReadTimeout: it would count the headers' time against the
+		// body's; bodyDeadline gives a body its own budget once the
+		// headers are in. No WriteTimeout: long-polls legitimately last
+		// up to MaxLongPoll.
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

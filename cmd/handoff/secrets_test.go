@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -90,18 +91,19 @@ func TestLoggerMasksSecrets(t *testing.T) {
 
 // TestEmbeddedNATSRequiresTheToken runs an agent whose embedded NATS server
 // takes a token: a client without it is refused, a client with it (as a
-// joining agent connects) gets in, and the token is never logged.
+// joining agent connects) gets in, and the token is never logged. The same
+// agent's API answers to the names of --api-allowed-hosts and to no other.
 func TestEmbeddedNATSRequiresTheToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an agent")
 	}
 	const token = "embedded-s3cret"
 	ctx, cancel := context.WithCancel(context.Background())
-	urls, started := make(chan string, 1), make(chan struct{})
+	urls, apis := make(chan string, 1), make(chan string, 1)
 	var once sync.Once
 	stderr := &watchedBuffer{onWrite: func(s string) {
 		for _, line := range strings.Split(s, "\n") {
-			var ev struct{ Message, URL string }
+			var ev struct{ Message, URL, API string }
 			if json.Unmarshal([]byte(line), &ev) != nil {
 				continue
 			}
@@ -112,7 +114,7 @@ func TestEmbeddedNATSRequiresTheToken(t *testing.T) {
 				default:
 				}
 			case ev.Message == "agent started":
-				once.Do(func() { close(started) })
+				once.Do(func() { apis <- ev.API })
 			}
 		}
 	}}
@@ -121,7 +123,7 @@ func TestEmbeddedNATSRequiresTheToken(t *testing.T) {
 		e := &env{stdout: stderr, stderr: stderr, getenv: func(string) string { return "" }}
 		done <- run(ctx, []string{"agent", "--group", "auth", "--member-id", "m1", "--data-dir", t.TempDir(),
 			"--listen", "127.0.0.1:0", "--embedded-nats-listen", "127.0.0.1:0", "--nats-token", token,
-			"--log-format", "json", "--leave-timeout", "10s"}, e)
+			"--log-format", "json", "--leave-timeout", "10s", "--api-allowed-hosts", "agent.test"}, e)
 	}()
 	defer func() {
 		cancel()
@@ -158,12 +160,25 @@ func TestEmbeddedNATSRequiresTheToken(t *testing.T) {
 	nc.Close()
 
 	// The agent itself got in with the token: it joins its group.
+	var api string
 	select {
-	case <-started:
+	case api = <-apis:
 	case err := <-done:
 		done <- err
 		t.Fatalf("agent exited: %v\n%s", err, stderr.String())
 	case <-time.After(startDeadline):
 		t.Fatalf("no 'agent started' line within %s:\n%s", startDeadline, stderr.String())
+	}
+	for host, want := range map[string]int{"agent.test:80": 200, "localhost": 200, "attacker.example": 403} {
+		req, _ := http.NewRequest("GET", "http://"+api+"/healthz", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /healthz with Host %s = %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 }
