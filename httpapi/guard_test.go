@@ -59,6 +59,21 @@ func readResponse(t *testing.T, c net.Conn, br *bufio.Reader, d time.Duration) (
 	return resp, body, err
 }
 
+// send does req and returns the status and body of its answer.
+func send(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read the answer: %v", req.Method, req.URL, err)
+	}
+	return resp.StatusCode, body
+}
+
 func errCode(t *testing.T, body []byte) string {
 	t.Helper()
 	var e ErrorBody
@@ -97,14 +112,9 @@ func TestHostHeader(t *testing.T) {
 			before := f.count("Leave")
 			req, _ := http.NewRequest("POST", "http://"+addr+"/leave", nil)
 			req.Host = tt.host
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tt.status {
-				t.Fatalf("POST /leave with Host %s = %d %s, want %d", tt.host, resp.StatusCode, body, tt.status)
+			status, body := send(t, req)
+			if status != tt.status {
+				t.Fatalf("POST /leave with Host %s = %d %s, want %d", tt.host, status, body, tt.status)
 			}
 			if tt.status == 403 {
 				if code := errCode(t, body); code != CodeHostNotAllowed {
@@ -121,13 +131,8 @@ func TestHostHeader(t *testing.T) {
 	open := listening(t, seeded(), Options{AllowedHosts: []string{"*"}})
 	req, _ := http.NewRequest("GET", "http://"+open+"/healthz", nil)
 	req.Host = "anything.example"
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("GET /healthz with Host anything.example and AllowedHosts * = %d, want 200", resp.StatusCode)
+	if status, _ := send(t, req); status != 200 {
+		t.Errorf("GET /healthz with Host anything.example and AllowedHosts * = %d, want 200", status)
 	}
 }
 
@@ -154,14 +159,9 @@ func TestCrossOriginPost(t *testing.T) {
 			for k, v := range tt.hdr {
 				req.Header.Set(k, v)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tt.status {
-				t.Fatalf("POST /leave = %d %s, want %d", resp.StatusCode, body, tt.status)
+			status, body := send(t, req)
+			if status != tt.status {
+				t.Fatalf("POST /leave = %d %s, want %d", status, body, tt.status)
 			}
 			if tt.status == 403 && (errCode(t, body) != CodeCrossOrigin || f.count("Leave") != before) {
 				t.Errorf("refused with %s, Backend.Leave calls %d→%d; want %s and no call", body, before, f.count("Leave"), CodeCrossOrigin)

@@ -134,15 +134,21 @@ func TestEmbeddedNATSRequiresTheToken(t *testing.T) {
 			t.Errorf("the agent logged its NATS token:\n%s", stderr.String())
 		}
 	}()
-	var url string
-	select {
-	case url = <-urls:
-	case err := <-done:
-		done <- err
-		t.Fatalf("agent exited before starting NATS: %v\n%s", err, stderr.String())
-	case <-time.After(startDeadline):
-		t.Fatalf("no 'embedded NATS server started' line within %s:\n%s", startDeadline, stderr.String())
+	// await returns the field a log line delivers on ch, unless the agent
+	// exits or takes too long.
+	await := func(ch <-chan string, line string) string {
+		select {
+		case v := <-ch:
+			return v
+		case err := <-done:
+			done <- err
+			t.Fatalf("agent exited before logging %q: %v\n%s", line, err, stderr.String())
+		case <-time.After(startDeadline):
+			t.Fatalf("no %q line within %s:\n%s", line, startDeadline, stderr.String())
+		}
+		return ""
 	}
+	url := await(urls, "embedded NATS server started")
 	if !strings.Contains(stderr.String(), "and the same --nats-token") {
 		t.Errorf("the start line does not say that joining agents need the token:\n%s", stderr.String())
 	}
@@ -160,15 +166,7 @@ func TestEmbeddedNATSRequiresTheToken(t *testing.T) {
 	nc.Close()
 
 	// The agent itself got in with the token: it joins its group.
-	var api string
-	select {
-	case api = <-apis:
-	case err := <-done:
-		done <- err
-		t.Fatalf("agent exited: %v\n%s", err, stderr.String())
-	case <-time.After(startDeadline):
-		t.Fatalf("no 'agent started' line within %s:\n%s", startDeadline, stderr.String())
-	}
+	api := await(apis, "agent started")
 	for host, want := range map[string]int{"agent.test:80": 200, "localhost": 200, "attacker.example": 403} {
 		req, _ := http.NewRequest("GET", "http://"+api+"/healthz", nil)
 		req.Host = host
