@@ -76,10 +76,14 @@ func New(secrets ...string) *Redactor {
 			continue
 		}
 		r.secrets = append(r.secrets, s)
-		// A log line in JSON holds the secret escaped.
-		if q, err := json.Marshal(s); err == nil {
-			if esc := string(q[1 : len(q)-1]); esc != s {
-				r.secrets = append(r.secrets, esc)
+		// A log line in JSON holds the secret escaped, as zerolog does:
+		// like encoding/json, but leaving <, > and & as they are.
+		var q strings.Builder
+		enc := json.NewEncoder(&q)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err == nil {
+			if esc := strings.TrimSuffix(q.String(), "\n"); esc[1:len(esc)-1] != s {
+				r.secrets = append(r.secrets, esc[1:len(esc)-1])
 			}
 		}
 	}

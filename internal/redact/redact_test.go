@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/internal/redact"
 )
@@ -67,6 +70,19 @@ func TestError(t *testing.T) {
 	}
 	if r.Error(nil) != nil {
 		t.Error("Error(nil) is not nil")
+	}
+}
+
+// TestWriterMasksZerologEscapes logs secrets that JSON escapes through
+// zerolog, as the agent's logger does.
+func TestWriterMasksZerologEscapes(t *testing.T) {
+	for _, secret := range []string{`pa"ss<&>`, "tab\there", `back\slash`} {
+		var buf bytes.Buffer
+		log := zerolog.New(redact.New(secret).Writer(&buf))
+		log.Info().Str("pw", secret).Msg(secret)
+		if line := buf.String(); strings.Count(line, redact.Mask) != 2 {
+			t.Errorf("secret %q: logged %s, want it masked twice", secret, line)
+		}
 	}
 }
 
