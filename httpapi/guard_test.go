@@ -225,7 +225,12 @@ func TestStrictCommitJSON(t *testing.T) {
 		{"non-zero padding bits", `{"deletes":["YR=="]}`, "deletes[0] is not standard base64"},
 		{"unpadded base64", `{"deletes":["YQ"]}`, "deletes[0] is not standard base64"},
 		{"URL-safe base64", `{"deletes":["-_8="]}`, "deletes[0] is not standard base64"},
-		{"trailing data", `{"epoch":3} {}`, "data after the JSON value"},
+		{"bytes as an array", `{"puts":[{"key":[97],"value":""}]}`, "puts[0].key is an array"},
+		{"base64 past its padding", `{"deletes":["YQ==YQ=="]}`, "deletes[0] is not standard base64"},
+		{"escaped newline", `{"checkpoint":"AAAA\u000aAAAA"}`, "checkpoint has a line break"},
+		{"escaped slash is fine but short", `{"deletes":["\/w"]}`, "deletes[0] is not standard base64"},
+		{"unknown field after a good one", `{"epoch":3,"extra":{"a":[1,"x"]}}`, `unknown field "extra"`},
+		{"trailing data", `{"epoch":3} {}`, "after top-level value"},
 		{"unterminated", `{"epoch":3`, "not valid JSON"},
 		{"wrong type", `{"epoch":"3"}`, "epoch"},
 	}
@@ -247,9 +252,12 @@ func TestStrictCommitJSON(t *testing.T) {
 	// The exact form still works, nulls included.
 	f := seeded()
 	r := serve(New(f, Options{}).Handler(), "POST", "/tasks/t1/commit",
-		[]byte(`{"puts":[{"key":"YQ==","value":"MQ=="}],"deletes":["Yg=="],"checkpoint":null,"epoch":3}`), nil)
+		[]byte(`{"puts":[{"key":"YQ==","value":"MQ=="},{"key":"\/w==","value":""}],"deletes":["Yg=="],"checkpoint":null,"epoch":3}`), nil)
 	if r.status != 200 || f.count("Commit") != 1 {
 		t.Fatalf("exact commit = %d %s, want 200", r.status, r.body)
+	}
+	if got := f.lastCommit.Puts[1].Key; string(got) != "\xff" {
+		t.Errorf("key \"\\/w==\" decoded to %q, want \\xff", got)
 	}
 }
 
