@@ -255,8 +255,8 @@ func jsonFields(t reflect.Type) []jsonField {
 	return out
 }
 
+// bytesType is declared beside the strict decoder.
 var (
-	bytesType    = reflect.TypeFor[[]byte]()
 	timeType     = reflect.TypeFor[time.Time]()
 	durationType = reflect.TypeFor[time.Duration]()
 )
