@@ -227,3 +227,26 @@ func TestOpenOnFullDisk(t *testing.T) {
 	defer r.s.Close()
 	wantMeta(t, r.s, Meta{Task: "t", Applied: 1, Epoch: 1})
 }
+
+// BenchmarkApply measures a one-put commit on the OS's disk, with the
+// free-space check (reserve) and without it (off).
+func BenchmarkApply(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		minFree int64
+	}{{"reserve", 1 << 20}, {"off", -1}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := Open(b.TempDir(), Options{MinFree: c.minFree, Logger: zerolog.Nop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			b.ResetTimer()
+			for i := range b.N {
+				if err := s.Apply("t", commitN(uint64(i+1), 100)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
