@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
@@ -60,7 +60,7 @@ func (r *Recorder) Pauses(since time.Time) []Pause {
 	// at the same epoch on the same member.
 	next := func(p Pause, epoch uint64, sameEpoch bool) Pause {
 		for _, e := range events {
-			if e.Kind != countworker.EventStart || e.Task != p.Task || e.Time.Before(p.Start) {
+			if e.Kind != client.EventStart || e.Task != p.Task || e.Time.Before(p.Start) {
 				continue
 			}
 			if e.Epoch > epoch || sameEpoch && e.Epoch == epoch && e.Member == p.From {
@@ -72,7 +72,7 @@ func (r *Recorder) Pauses(since time.Time) []Pause {
 		return p
 	}
 	for _, e := range events {
-		if e.Kind != countworker.EventRelease || e.Time.Before(since) {
+		if e.Kind != client.EventRelease || e.Time.Before(since) {
 			continue
 		}
 		p := Pause{Task: e.Task, Stateful: r.stateful[e.Task], Kind: PausePlanned, From: e.Member, Start: e.Time}
@@ -100,9 +100,9 @@ func runningAt(events []WorkerEvent, member string, at time.Time) map[string]uin
 			continue
 		}
 		switch e.Kind {
-		case countworker.EventStart:
+		case client.EventStart:
 			running[e.Task] = e.Epoch
-		case countworker.EventStop:
+		case client.EventStop:
 			if running[e.Task] == e.Epoch {
 				delete(running, e.Task)
 			}
@@ -201,7 +201,7 @@ func (r *Recorder) Throughput(from, to time.Time, bucket time.Duration) (avg, wo
 	counts := make([]int, n)
 	total := 0
 	for _, e := range r.WorkerEvents() {
-		if e.Kind != countworker.EventCommit || e.Time.Before(from) || !e.Time.Before(to) {
+		if e.Kind != client.EventCommit || e.Time.Before(from) || !e.Time.Before(to) {
 			continue
 		}
 		counts[int(e.Time.Sub(from)/bucket)] += e.Records

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/examples/counter/countworker"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
@@ -82,7 +83,7 @@ type CheckResult struct {
 func (l *Lab) Check(ctx context.Context, historyKeys int) (CheckResult, error) {
 	acks := map[string][]invariants.Acked{}
 	for _, e := range l.rec.WorkerEvents() {
-		if e.Kind == countworker.EventCommit {
+		if e.Kind == client.EventCommit {
 			acks[e.Task] = append(acks[e.Task], invariants.Acked{Task: e.Task, Seq: e.Seq, Epoch: e.Epoch})
 		}
 	}

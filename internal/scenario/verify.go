@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
 
@@ -70,7 +71,7 @@ func (h *Harness) Verify(x Expect) Report {
 	h.Eventually("every task's checkpoint at the end of its input", 90*time.Second, func() error {
 		reached := map[string]uint64{}
 		for _, e := range h.allEvents() {
-			if e.Type == invariants.EventCommit {
+			if e.Type == client.EventCommit {
 				reached[e.Task] = max(reached[e.Task], e.Checkpoint)
 			}
 		}
@@ -107,11 +108,11 @@ func (h *Harness) Verify(x Expect) Report {
 	}
 	for _, e := range rep.Events {
 		switch e.Type {
-		case invariants.EventCommit:
+		case client.EventCommit:
 			rep.Commits++
-		case invariants.EventRefused:
+		case client.EventRefused:
 			rep.Refused++
-		case invariants.EventRestart:
+		case client.EventRestart:
 			rep.Restarts++
 		}
 	}
@@ -244,7 +245,7 @@ func (h *Harness) logCommitGaps(events []invariants.Event) {
 	sorted := append([]invariants.Event(nil), events...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Time.Before(sorted[j].Time) })
 	for _, e := range sorted {
-		if e.Type != invariants.EventCommit {
+		if e.Type != client.EventCommit {
 			continue
 		}
 		if l, ok := last[e.Task]; ok {
