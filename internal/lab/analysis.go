@@ -7,7 +7,6 @@ import (
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
-	"github.com/handoffhq/handoff/internal/invariants"
 )
 
 // Kinds of Pause.
@@ -291,7 +290,7 @@ func (r *Recorder) Replays(since time.Time) []Replay {
 
 // replayOf summarizes one run's reports, counting what it replayed at or
 // after since.
-func replayOf(run []Report, since time.Time, log []invariants.Record) (Replay, bool) {
+func replayOf(run []Report, since time.Time, log []changelog.Record) (Replay, bool) {
 	first, last := run[0], run[len(run)-1]
 	var before uint64
 	for _, rep := range run {
@@ -324,11 +323,11 @@ func replayOf(run []Report, since time.Time, log []invariants.Record) (Replay, b
 }
 
 // setLog keeps a task's changelog, read by Check, for Replays.
-func (r *Recorder) setLog(task string, recs []invariants.Record) {
+func (r *Recorder) setLog(task string, recs []changelog.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.logs == nil {
-		r.logs = map[string][]invariants.Record{}
+		r.logs = map[string][]changelog.Record{}
 	}
 	r.logs[task] = recs
 }

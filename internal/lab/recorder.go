@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/examples/counter/countworker"
 	"github.com/handoffhq/handoff/httpapi"
-	"github.com/handoffhq/handoff/internal/invariants"
 )
 
 // Recorder keeps what happened in a lab: every member's role for every task
@@ -43,7 +43,7 @@ type Recorder struct {
 
 	committed        map[string]uint64 // checkpoint of each task's last commit
 	committedRecords uint64
-	logs             map[string][]invariants.Record // changelogs read by Check
+	logs             map[string][]changelog.Record // changelogs read by Check
 }
 
 // pair names a task on a member.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
@@ -27,7 +28,7 @@ type Expect struct {
 // Report is what Verify measured.
 type Report struct {
 	// Records is every stateful task's changelog.
-	Records map[string][]invariants.Record
+	Records map[string][]changelog.Record
 	Events  []invariants.Event
 	Pauses  []invariants.Pause
 	// Activations after the mark.
@@ -84,7 +85,7 @@ func (h *Harness) Verify(x Expect) Report {
 	})
 	h.checkAlive()
 
-	rep := Report{Records: map[string][]invariants.Record{}, Events: h.allEvents()}
+	rep := Report{Records: map[string][]changelog.Record{}, Events: h.allEvents()}
 	acks := map[string][]invariants.Acked{}
 	for _, a := range invariants.Acks(rep.Events) {
 		acks[a.Task] = append(acks[a.Task], a)
@@ -93,10 +94,10 @@ func (h *Harness) Verify(x Expect) Report {
 	defer cancel()
 	total := 0
 	for _, task := range h.stateful {
-		var recs []invariants.Record
+		var recs []changelog.Record
 		err := poll(time.Minute, func() error { // a cluster may still be electing leaders
 			var err error
-			recs, err = invariants.ReadTask(ctx, h.js, h.opts.Group, task)
+			recs, err = changelog.ReadTask(ctx, h.js, h.opts.Group, task)
 			return err
 		})
 		if err != nil {
@@ -148,7 +149,7 @@ func (h *Harness) Verify(x Expect) Report {
 
 // checkTask checks one stateful task's changelog against the workers'
 // acknowledgements and the generator's counts.
-func (h *Harness) checkTask(task string, recs []invariants.Record, acks []invariants.Acked, want map[string]uint64, end uint64) {
+func (h *Harness) checkTask(task string, recs []changelog.Record, acks []invariants.Acked, want map[string]uint64, end uint64) {
 	h.t.Helper()
 	chain := invariants.CheckChain(task, recs)
 	for _, v := range chain.Violations {
@@ -160,7 +161,7 @@ func (h *Harness) checkTask(task string, recs []invariants.Record, acks []invari
 	if stale := invariants.AckedAfterTakeover(recs, acks); len(stale) > 0 {
 		h.t.Errorf("%s: %d commits acknowledged to a stale owner after a newer epoch's marker, e.g. %+v", task, len(stale), stale[0])
 	}
-	st := invariants.Replay(recs)
+	st := changelog.Replay(recs)
 	if len(st.Checkpoint) != 8 {
 		h.t.Errorf("%s: checkpoint after replay is %d bytes, want the counter's 8", task, len(st.Checkpoint))
 	} else if cp := binary.BigEndian.Uint64(st.Checkpoint); cp != end {
