@@ -11,7 +11,7 @@ import (
 
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
 
