@@ -33,15 +33,13 @@ func Plan(in Input) Result {
 	}
 	p.trackLeaving()
 	p.cleanup()
-	if len(p.eligible) == 0 {
+	if len(p.actives) == 0 {
 		p.unassignAll()
-	} else {
-		p.placeOrphans()
 	}
 	p.promote()
-	if len(p.eligible) > 0 {
-		p.balance(statefulKind)
-		p.balance(statelessKind)
+	if len(p.actives) > 0 {
+		p.balance()
+		p.placeOrphans()
 		p.reconcile()
 	}
 	p.placeStandbys()
@@ -62,9 +60,12 @@ type planner struct {
 	// next is each task's placement being built; never nil.
 	next []*TaskAssignment
 	// members are the live members sorted by ID; eligible those that are
-	// not leaving, in the same order.
+	// not leaving (they may hold learners and standbys), and actives those
+	// of them whose worker is attached (they may get new active tasks), in
+	// the same order.
 	members  []*member
 	eligible []*member
+	actives  []*member
 	byID     map[string]*member
 	// leaving is the next Assignment.Leaving.
 	leaving map[string]time.Time
@@ -78,8 +79,12 @@ type planner struct {
 	// learnerBorn marks tasks whose learner was added in this plan: it
 	// cannot be promoted before it has appeared in a published generation.
 	learnerBorn []bool
-	pos         positions
-	moves       []Move
+	// fixed marks tasks that got a new owner in this plan (failover,
+	// assignment, promotion, re-grant): the plan keeps them there, so that
+	// no task is activated and revoked in one generation.
+	fixed []bool
+	pos   positions
+	moves []Move
 }
 
 // member is a live member as one plan sees it.
@@ -90,8 +95,12 @@ type member struct {
 	zone     string
 	leaving  bool
 	eligible bool
-	// eidx is the member's index in planner.eligible, or -1.
-	eidx int
+	// attached: eligible and its worker is attached, so it may get new
+	// active tasks. lost: its worker is lost; its actives move away.
+	attached bool
+	lost     bool
+	// aidx is the member's index in planner.actives, or -1.
+	aidx int
 	// owned counts the tasks of each kind the member is active for.
 	owned [2]int
 	// load counts the tasks of each kind planned to end on the member (it
@@ -131,7 +140,8 @@ func newPlanner(in *Input) (*planner, bool) {
 		if rec.ID == "" {
 			continue
 		}
-		all = append(all, member{id: rec.ID, rec: rec, weight: weight(rec.Capacity), zone: rec.Zone, leaving: rec.Leaving, eidx: -1})
+		all = append(all, member{id: rec.ID, rec: rec, weight: weight(rec.Capacity), zone: rec.Zone, leaving: rec.Leaving,
+			lost: rec.Worker == WorkerLost, aidx: -1})
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].id < all[j].id })
 	p.byID = make(map[string]*member, len(all))
@@ -144,8 +154,12 @@ func newPlanner(in *Input) (*planner, bool) {
 		p.members = append(p.members, m)
 		if !m.leaving {
 			m.eligible = true
-			m.eidx = len(p.eligible)
 			p.eligible = append(p.eligible, m)
+			if w := m.rec.Worker; w == "" || w == WorkerAttached {
+				m.attached = true
+				m.aidx = len(p.actives)
+				p.actives = append(p.actives, m)
+			}
 		}
 	}
 
@@ -158,6 +172,7 @@ func newPlanner(in *Input) (*planner, bool) {
 	p.dest = make([]*member, n)
 	p.demoted = make([]*member, n)
 	p.learnerBorn = make([]bool, n)
+	p.fixed = make([]bool, n)
 	p.pos = indexPositions(p)
 	return p, true
 }
@@ -255,37 +270,58 @@ func (p *planner) leaveDeadline(m *member) time.Time {
 	return p.leaving[m.id].Add(p.cfg.LeaveTimeout.D())
 }
 
-// plannedOwner is the eligible member task i is expected to end on: its
-// revoke target, else its learner, else its owner; nil if none of them is
-// eligible.
+// plannedOwner is the active-capable member task i is expected to end on:
+// its revoke target, else its learner, else its owner; nil if none of them
+// may own it.
 func (p *planner) plannedOwner(i int) *member {
 	t := p.next[i]
 	if t.Active == "" {
 		return nil
 	}
 	if t.Revoke != nil {
-		if m := p.byID[t.Revoke.Target]; m != nil && m.eligible {
+		if m := p.byID[t.Revoke.Target]; m != nil && m.attached {
 			return m
 		}
 	}
 	for _, l := range t.Learners {
-		if m := p.byID[l.Member]; m != nil && m.eligible && m.id != t.Active {
+		if m := p.byID[l.Member]; m != nil && m.attached && m.id != t.Active {
 			return m
 		}
 	}
-	if m := p.byID[t.Active]; m != nil && m.eligible {
+	if m := p.byID[t.Active]; m != nil && m.attached {
 		return m
 	}
 	return nil
 }
 
-// countOwned sets each eligible member's owned counts.
+// pinned reports whether task i stays with its owner whatever the balance:
+// the owner's worker is detached (it keeps the actives it has, but its
+// share is not counted), and the task is not being revoked.
+func (p *planner) pinned(i int) bool {
+	t := p.next[i]
+	m := p.byID[t.Active]
+	return m != nil && m.eligible && !m.attached && !m.lost && t.Revoke == nil
+}
+
+// balanced counts the tasks of each kind that the balance distributes over
+// the active-capable members: all but those pinned to a detached owner.
+func (p *planner) balanced() [2]int {
+	var total [2]int
+	for i := range p.tasks {
+		if !p.pinned(i) {
+			total[kindOf(p.tasks[i].Stateful)]++
+		}
+	}
+	return total
+}
+
+// countOwned sets each active-capable member's owned counts.
 func (p *planner) countOwned() {
-	for _, m := range p.eligible {
+	for _, m := range p.actives {
 		m.owned = [2]int{}
 	}
 	for i, t := range p.next {
-		if m := p.byID[t.Active]; m != nil && m.eligible {
+		if m := p.byID[t.Active]; m != nil && m.attached {
 			m.owned[kindOf(p.tasks[i].Stateful)]++
 		}
 	}
