@@ -89,6 +89,8 @@ func (p *planner) balanceKind(k kind) {
 		}
 	}
 
+	p.markMoving(k)
+
 	// Step 2. kept[j] are the tasks member j keeps, those it would shed
 	// next last.
 	kept := make([][]int, len(p.actives))
@@ -159,7 +161,7 @@ func (p *planner) balanceKind(k kind) {
 }
 
 // sortForShedding orders m's tasks so that those it should keep come first:
-// tasks already moving (with a learner on another member) are shed first,
+// tasks already moving (see markMoving) are shed first,
 // then tasks whose copy on an under-quota member is freshest are shed first (a
 // restarted member gets back the tasks it left, not stale copies of tasks
 // it held long ago), then the highest task IDs. The order depends only on
@@ -169,12 +171,12 @@ func (p *planner) balanceKind(k kind) {
 func (p *planner) sortForShedding(tasks []int, m *member, k kind) {
 	type ranked struct {
 		task   int
-		moving bool   // it has a learner on another member
+		moving bool   // its move is under way (markMoving)
 		gap    uint64 // how far the freshest copy on an under-quota member trails m's
 	}
 	rs := make([]ranked, len(tasks))
 	for j, i := range tasks {
-		rs[j] = ranked{i, p.learnerElsewhere(i), ^uint64(0)}
+		rs[j] = ranked{i, p.movingOut[i], ^uint64(0)}
 		if k == statefulKind {
 			rs[j].gap = p.warmGap(i, m, k)
 		}
@@ -215,16 +217,32 @@ func (p *planner) warmGap(i int, owner *member, k kind) uint64 {
 	return best
 }
 
-// learnerElsewhere reports whether task i has a learner on an
-// active-capable member other than its owner.
-func (p *planner) learnerElsewhere(i int) bool {
-	t := p.next[i]
-	for _, l := range t.Learners {
-		if m := p.byID[l.Member]; m != nil && m.attached && m.id != t.Active {
-			return true
+// markMoving sets movingOut for the tasks of kind k whose move is under
+// way and can finish: each has a learner on another active-capable member,
+// and that member has room for it (its quota less what it owns, handed to
+// such tasks by task ID). It depends only on owners, quotas and learners,
+// so consecutive plans mark the same tasks while nothing completes.
+func (p *planner) markMoving(k kind) {
+	if p.movingOut == nil {
+		p.movingOut = make([]bool, len(p.tasks))
+	}
+	slots := make([]int, len(p.actives))
+	for _, m := range p.actives {
+		slots[m.aidx] = max(0, m.quota[k]-m.owned[k])
+	}
+	for i := range p.tasks {
+		t := p.next[i]
+		if kindOf(p.tasks[i].Stateful) != k || t.Revoke != nil || p.fixed[i] {
+			continue
+		}
+		for _, l := range t.Learners {
+			if m := p.byID[l.Member]; m != nil && m.attached && m.id != t.Active && slots[m.aidx] > 0 {
+				slots[m.aidx]--
+				p.movingOut[i] = true
+				break
+			}
 		}
 	}
-	return false
 }
 
 // learnerDestination is shed task i's learner if it has room, else nil.

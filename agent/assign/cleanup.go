@@ -22,7 +22,8 @@ func (p *planner) trackLeaving() {
 
 // cleanup removes what refers to members that can no longer hold it:
 // learners and standbys on dead or leaving members or on the owner itself,
-// any on stateless tasks, standbys beyond Config.Standbys, and revokes whose
+// any on stateless tasks, standbys beyond Config.Standbys (and the one
+// being built), and revokes whose
 // target died or is leaving.
 // Tasks whose owner died are left to placeOrphans.
 func (p *planner) cleanup() {
@@ -61,7 +62,9 @@ func (p *planner) cleanup() {
 				kept = append(kept, s)
 			}
 			t.Standbys = nilIfEmpty(kept)
-			if want := max(p.cfg.Standbys, 0); len(t.Standbys) > want {
+			// One more than configured is a standby being moved: the new
+			// copy is built before the old one is dropped.
+			if want := max(p.cfg.Standbys, 0); len(t.Standbys) > want+1 || want == 0 && len(t.Standbys) > 0 {
 				p.trimStandbys(i, want)
 			}
 		}

@@ -130,11 +130,34 @@ func checkPlan(t fataler, in Input, res Result) {
 			if !task.Stateful || live[l.Member] == nil || leaving[l.Member] || l.Member == nt.Active || slices.Contains(nt.Standbys, l.Member) {
 				fail(id, "learner %s should not be there", l.Member)
 			}
-			learnerTotal++
-			learnersOn[l.Member]++
+			if nt.Revoke == nil { // a learner being promoted to has caught up: it no longer counts
+				learnerTotal++
+				learnersOn[l.Member]++
+			}
 		}
-		if len(nt.Standbys) > max(cfg.Standbys, 0) {
-			fail(id, "%d standbys, want at most %d", len(nt.Standbys), cfg.Standbys)
+		// One standby more than configured while one moves (the new copy
+		// is built before the old one is dropped), and only then.
+		if n := len(nt.Standbys); n > max(cfg.Standbys, 0)+1 || cfg.Standbys <= 0 && n > 0 {
+			fail(id, "%d standbys, want at most %d (+1 while one moves)", len(nt.Standbys), cfg.Standbys)
+		}
+		// A moving standby is dropped only once the copies the task keeps
+		// are warm: never fewer warm copies than configured.
+		for _, m := range res.Moves {
+			if m.Task != id || m.Kind != MoveStandbyDrop || m.Reason != reasonBalance {
+				continue
+			}
+			warm := func(ss []string) int {
+				n := 0
+				for _, s := range ss {
+					if lag, ok := in.Lags[id][s]; ok && lag <= cfg.AcceptableLag {
+						n++
+					}
+				}
+				return n
+			}
+			if w := warm(nt.Standbys); w < min(max(cfg.Standbys, 0), warm(pt.Standbys)) {
+				fail(id, "standby %s dropped for balance, leaving %d warm standbys of %v", m.To, w, nt.Standbys)
+			}
 		}
 		for j, s := range nt.Standbys {
 			if !task.Stateful || live[s] == nil || leaving[s] || s == nt.Active || slices.Contains(nt.Standbys[j+1:], s) {
@@ -264,18 +287,16 @@ func checkRounds(t fataler, in Input, res Result) {
 			revokedInRound = true
 		}
 	}
-	// A move of the previous round is alive while its learner stays (or is
-	// being promoted to).
+	// A move of the previous round is alive while its learner stays
+	// (its learner has not caught up yet: a task being revoked is done
+	// learning, so the next round may start).
 	alive := func(id string) bool {
 		pt, nt := prev.Tasks[id], next.Tasks[id]
-		if pt == nil || nt == nil || nt.Active != pt.Active {
+		if pt == nil || nt == nil || nt.Active != pt.Active || nt.Revoke != nil {
 			return false
 		}
-		if pt.Revoke != nil {
-			return nt.Revoke != nil && nt.Revoke.Target == pt.Revoke.Target
-		}
 		for _, l := range pt.Learners {
-			if nt.hasLearner(l.Member) || nt.Revoke != nil && nt.Revoke.Target == l.Member {
+			if nt.hasLearner(l.Member) {
 				return true
 			}
 		}
@@ -290,7 +311,9 @@ func checkRounds(t fataler, in Input, res Result) {
 	}
 	if revokedInRound && in.Now.Before(prev.Round.Started.Add(in.Config.StableMaxWait.D())) {
 		for _, id := range prev.Round.Tasks {
-			if nt := next.Tasks[id]; nt != nil && nt.Revoke == nil && len(nt.Learners) > 0 {
+			// A learner of the round still learning (not a new one of the
+			// next round, after the task's destination changed).
+			if nt, pt := next.Tasks[id], prev.Tasks[id]; nt != nil && pt != nil && nt.Revoke == nil && len(nt.Learners) > 0 && pt.hasLearner(nt.Learners[0].Member) {
 				t.Fatalf("stable: round revoked before all caught up (%s is not)\n%s\n%s", id, js(in), js(res))
 			}
 		}

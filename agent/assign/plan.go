@@ -83,8 +83,14 @@ type planner struct {
 	// assignment, promotion, re-grant): the plan keeps them there, so that
 	// no task is activated and revoked in one generation.
 	fixed []bool
-	pos   positions
-	moves []Move
+	// movingOut marks tasks whose move to a learner is under way and can
+	// finish (see markMoving).
+	movingOut []bool
+	pos       positions
+	moves     []Move
+	// learnerTotal counts the learners catching up once admitLearners
+	// ran; standbys being built come on top of it.
+	learnerTotal int
 }
 
 // member is a live member as one plan sees it.
@@ -115,6 +121,10 @@ type member struct {
 	// learners and standbys count the member's learner and standby entries.
 	learners int
 	standbys int
+	// squota is how many standbys the member should hold (see
+	// standbyQuotas); building counts the standbys being built on it.
+	squota   int
+	building int
 }
 
 func newPlanner(in *Input) (*planner, bool) {

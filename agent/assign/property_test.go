@@ -208,4 +208,3 @@ func settle(t fataler, in Input) Assignment {
 	}
 	return run.Final.Assignment
 }
-

@@ -228,3 +228,15 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// share is a member's capacity-weighted share of some tasks: floor plus a
+// fractional part frac/sum.
+type share struct {
+	floor int
+	frac  uint64
+}
+
+func shareOf(total int, w, sum uint64) share {
+	num := uint64(total) * w
+	return share{floor: int(num / sum), frac: num % sum}
+}

@@ -6,18 +6,36 @@ import (
 )
 
 // placeStandbys keeps Config.Standbys warm copies of each owned stateful
-// task that is not moving (see moving). Existing standbys stay (they are
-// warm; cleanup trimmed any beyond Config.Standbys). Missing ones go to eligible members that are not the owner, a learner, the revoke
-// target or a standby of the task, preferring in this order: a zone that the
-// owner and the other standbys don't use, a member with local state (or the
-// owner the task was just promoted away from), the member with the fewest
-// standbys, the lower ID.
+// task, and spreads them so that each eligible member's stateful actives
+// plus standbys are within one of its capacity-weighted share of all
+// stateful copies (see standbyQuotas). Members whose worker is detached or
+// lost count here: they may hold warm copies.
+//
+// A standby moves warm: when its member holds more than its quota, a new
+// standby is added on a member with room while the old one stays; once
+// the new copy has caught up (lag within the acceptable lag) the old one
+// is dropped. So a task never has fewer warm copies than configured, and
+// one more while a copy moves. Standbys being built count against
+// Config.MaxLearners and MaxLearnersPerMember, after the learners.
+//
+// Missing standbys go to eligible members that are not the owner, a
+// learner, the revoke target or a standby of the task, preferring in this
+// order: a zone that the owner and the other standbys don't use, a member
+// with room under its quota, one with local state (or the owner the task
+// was just promoted away from), the most room, the lower ID. A standby
+// moves for balance only to a member with room, and never out of a zone
+// no other copy uses into one that another copy uses.
+//
+// The standbys of a task that is moving (see moving) are neither added nor
+// moved until it arrives: its learner or standby target is a warm copy for
+// failover meanwhile, and a stable set of standbys keeps the move's
+// destination from shifting between plans.
 func (p *planner) placeStandbys() {
 	want := max(p.cfg.Standbys, 0)
 	for _, m := range p.members {
-		m.standbys = 0
+		m.standbys, m.building = 0, 0
 	}
-	var short []int
+	var stateful []int
 	for i := range p.tasks {
 		if !p.tasks[i].Stateful {
 			continue
@@ -25,62 +43,331 @@ func (p *planner) placeStandbys() {
 		t := p.next[i]
 		for _, s := range t.Standbys {
 			p.byID[s].standbys++
+			if !p.caughtUp(i, s) {
+				p.byID[s].building++
+			}
 		}
-		if t.Active != "" && len(t.Standbys) < want && !p.moving(i) {
-			short = append(short, i)
+		if t.Active != "" {
+			stateful = append(stateful, i)
 		}
 	}
-	if len(short) == 0 || len(p.eligible) == 0 {
+	if len(stateful) == 0 || len(p.eligible) == 0 {
 		return
 	}
+	// Fill first, then balance what is there: the quotas that decide
+	// moves see every standby of this plan, so the next plan, seeing the
+	// same, decides the same.
+	p.standbyQuotas(stateful, want)
 	zp := newZonePicker(p.eligible)
-	for _, i := range short {
+	for _, i := range stateful {
 		t := p.next[i]
-		var used []string
-		if owner := p.byID[t.Active]; owner != nil {
-			used = append(used, owner.zone)
-		}
-		for _, s := range t.Standbys {
-			used = append(used, p.byID[s].zone)
-		}
-		excluded := func(m *member) bool {
-			return m.id == t.Active || p.hasStandby(i, m.id) || p.learnerOn(i, m.id) ||
-				t.Revoke != nil && t.Revoke.Target == m.id
-		}
-		added := false
-		for len(t.Standbys) < want {
-			m := p.pickStandby(i, zp, excluded, used)
-			if m == nil {
-				break
+		need := p.standbysWanted(i, want)
+		switch {
+		case p.moving(i):
+			if len(t.Standbys) > need {
+				p.trimStandbys(i, need)
 			}
-			t.Standbys = append(t.Standbys, m.id)
-			used = append(used, m.zone)
-			zp.add(m)
-			added = true
-			p.move(i, MoveStandbyAdd, t.Active, m.id, reasonStandbys)
+		case len(t.Standbys) < need:
+			p.addStandbys(i, need, zp)
 		}
-		if added {
-			slices.Sort(t.Standbys)
+	}
+	// Then finish the moves whose new copy has caught up, and start the
+	// moves the standbys left then call for.
+	p.standbyQuotas(stateful, want)
+	shed := p.shedStandbys(stateful, want)
+	if p.standbyInFlight(stateful, want) {
+		for _, i := range stateful {
+			if need := p.standbysWanted(i, want); !p.moving(i) && len(p.next[i].Standbys) > need {
+				p.finishStandbyMove(i, need, shed[i])
+			}
+		}
+		p.standbyQuotas(stateful, want)
+		shed = p.shedStandbys(stateful, want)
+	}
+	if len(shed) == 0 {
+		return
+	}
+	budget := p.buildBudget()
+	zp = newZonePicker(p.eligible)
+	for _, i := range stateful {
+		t := p.next[i]
+		if gone := shed[i]; len(gone) > 0 && !p.moving(i) && len(t.Standbys) == p.standbysWanted(i, want) {
+			p.startStandbyMove(i, gone[0], zp, budget)
 		}
 	}
 }
 
-// moving reports whether task i is on its way to another member. Its
-// standbys are topped up once it arrives: until then its learner or
-// standby target is a warm copy for failover, and a stable set of standbys
-// keeps the move's destination from shifting between plans.
+// standbyInFlight reports whether a task has a standby move to finish.
+func (p *planner) standbyInFlight(stateful []int, want int) bool {
+	for _, i := range stateful {
+		if !p.moving(i) && len(p.next[i].Standbys) > p.standbysWanted(i, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// standbysWanted is how many standbys task i can have: Config.Standbys,
+// or fewer if there are not enough eligible members other than its owner.
+func (p *planner) standbysWanted(i, want int) int {
+	others := len(p.eligible)
+	if m := p.byID[p.next[i].Active]; m != nil && m.eligible {
+		others--
+	}
+	return min(want, others)
+}
+
+// standbyQuotas sets each eligible member's standby quota: the copies share
+// (floor or ceiling of its capacity-weighted share of every owned stateful
+// task's active plus its standbys) less the stateful tasks planned to end
+// on it, never below zero, adding up to the standbys wanted. Spares go
+// first to members that hold more standbys than their floor (so that
+// nothing moves in a balanced group), then by the largest fractional part,
+// then by ID. Where actives alone exceed a member's copies share (the
+// balance of actives wins), its standbys go to the members most below
+// theirs.
+func (p *planner) standbyQuotas(stateful []int, want int) {
+	var sum uint64
+	for _, m := range p.eligible {
+		sum += m.weight
+		m.squota = 0
+		m.owned[statefulKind] = 0 // reused: planned stateful actives
+	}
+	total, copies := 0, 0
+	for _, i := range stateful {
+		n := p.standbysWanted(i, want)
+		total += n
+		copies += n + 1
+		if m := p.plannedOwner(i); m != nil {
+			m.owned[statefulKind]++
+		} else if m := p.byID[p.next[i].Active]; m != nil && m.eligible {
+			m.owned[statefulKind]++
+		}
+	}
+	type cand struct {
+		m     *member
+		share share
+		over  bool
+	}
+	cs := make([]cand, len(p.eligible))
+	left := total
+	for j, m := range p.eligible {
+		sh := shareOf(copies, m.weight, sum)
+		m.squota = max(0, sh.floor-m.owned[statefulKind])
+		left -= m.squota
+		cs[j] = cand{m, sh, m.standbys > m.squota}
+	}
+	slices.SortFunc(cs, func(a, b cand) int {
+		if a.over != b.over {
+			return boolFirst(a.over)
+		}
+		if c := cmp.Compare(b.share.frac, a.share.frac); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.m.id, b.m.id)
+	})
+	for j := range cs {
+		if left <= 0 {
+			break
+		}
+		c := cs[j]
+		if c.share.frac > 0 && c.share.floor >= c.m.owned[statefulKind] {
+			c.m.squota++
+			left--
+		}
+	}
+	// Conflicts: hand out or take back what is left by how far each
+	// member's copies are from its share.
+	gap := func(m *member) int64 {
+		return int64(m.owned[statefulKind]+m.squota)*int64(sum) - int64(copies)*int64(m.weight)
+	}
+	for left != 0 {
+		var pick *member
+		for _, m := range p.eligible {
+			switch {
+			case left > 0 && (pick == nil || gap(m) < gap(pick)):
+				pick = m
+			case left < 0 && m.squota > 0 && (pick == nil || gap(m) > gap(pick)):
+				pick = m
+			}
+		}
+		if pick == nil {
+			return
+		}
+		if left > 0 {
+			pick.squota++
+			left--
+		} else {
+			pick.squota--
+			left++
+		}
+	}
+}
+
+// shedStandbys picks, for each member above its standby quota, which of its
+// standbys should move: those of tasks whose standby is already moving
+// first, then the highest task IDs. It returns them by task.
+func (p *planner) shedStandbys(stateful []int, want int) map[int][]string {
+	var over []*member
+	for _, m := range p.eligible {
+		if m.standbys > m.squota {
+			over = append(over, m)
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	type entry struct {
+		task   int
+		moving bool
+	}
+	on := map[*member][]entry{}
+	for _, i := range stateful {
+		t := p.next[i]
+		if p.moving(i) {
+			continue
+		}
+		inFlight := len(t.Standbys) > p.standbysWanted(i, want)
+		for _, s := range t.Standbys {
+			if m := p.byID[s]; m.standbys > m.squota {
+				on[m] = append(on[m], entry{i, inFlight})
+			}
+		}
+	}
+	out := map[int][]string{}
+	for _, m := range over {
+		es := on[m]
+		slices.SortFunc(es, func(a, b entry) int {
+			if a.moving != b.moving {
+				return boolFirst(a.moving)
+			}
+			return cmp.Compare(b.task, a.task)
+		})
+		for _, e := range es[:min(len(es), m.standbys-m.squota)] {
+			out[e.task] = append(out[e.task], m.id)
+		}
+	}
+	return out
+}
+
+// finishStandbyMove trims task i, which has more standbys than need, once
+// the copies it keeps have caught up: the shed ones (gone) go first, then
+// those with the highest lag. It waits while a kept copy is still being
+// built.
+func (p *planner) finishStandbyMove(i, need int, gone []string) {
+	t := p.next[i]
+	order := slices.Clone(t.Standbys)
+	slices.SortStableFunc(order, func(a, b string) int {
+		ga, gb := slices.Contains(gone, a), slices.Contains(gone, b)
+		if ga != gb {
+			return boolFirst(gb)
+		}
+		return cmp.Compare(p.lag(i, a), p.lag(i, b))
+	})
+	for _, s := range order[:need] {
+		if !p.caughtUp(i, s) {
+			return
+		}
+	}
+	for _, s := range order[need:] {
+		reason := reasonTooMany
+		if slices.Contains(gone, s) {
+			reason = reasonBalance
+		}
+		p.move(i, MoveStandbyDrop, t.Active, s, reason)
+		p.byID[s].standbys--
+	}
+	kept := order[:need]
+	slices.Sort(kept)
+	t.Standbys = nilIfEmpty(kept)
+}
+
+// startStandbyMove builds a new standby of task i on a member with room,
+// to replace the standby on member gone once it has caught up, if the
+// learner bounds leave room for one more copy being built.
+func (p *planner) startStandbyMove(i int, gone string, zp *zonePicker, budget *buildBudget) {
+	t := p.next[i]
+	used := p.zonesUsed(i, gone)
+	from := p.byID[gone]
+	excluded := p.standbyExcluded(i)
+	m := p.pickStandby(i, zp, excluded, used, false)
+	if m == nil || m.standbys >= m.squota {
+		return
+	}
+	if slices.Contains(used, m.zone) && !slices.Contains(used, from.zone) {
+		return // the move would lose a zone
+	}
+	if !budget.take(m) {
+		return
+	}
+	t.Standbys = append(t.Standbys, m.id)
+	slices.Sort(t.Standbys)
+	zp.add(m)
+	p.move(i, MoveStandbyAdd, t.Active, m.id, reasonBalance)
+}
+
+// addStandbys fills task i's standbys up to need.
+func (p *planner) addStandbys(i, need int, zp *zonePicker) {
+	t := p.next[i]
+	used := p.zonesUsed(i, "")
+	excluded := p.standbyExcluded(i)
+	added := false
+	for len(t.Standbys) < need {
+		m := p.pickStandby(i, zp, excluded, used, true)
+		if m == nil {
+			break
+		}
+		t.Standbys = append(t.Standbys, m.id)
+		used = append(used, m.zone)
+		zp.add(m)
+		added = true
+		p.move(i, MoveStandbyAdd, t.Active, m.id, reasonStandbys)
+	}
+	if added {
+		slices.Sort(t.Standbys)
+	}
+}
+
+// zonesUsed lists the zones of task i's owner and standbys, but skip's.
+func (p *planner) zonesUsed(i int, skip string) []string {
+	t := p.next[i]
+	var used []string
+	if owner := p.byID[t.Active]; owner != nil {
+		used = append(used, owner.zone)
+	}
+	for _, s := range t.Standbys {
+		if s != skip {
+			used = append(used, p.byID[s].zone)
+		}
+	}
+	return used
+}
+
+// standbyExcluded reports the members that cannot be a new standby of task
+// i: its owner, its standbys, its learners and its revoke target.
+func (p *planner) standbyExcluded(i int) func(*member) bool {
+	t := p.next[i]
+	return func(m *member) bool {
+		return m.id == t.Active || p.hasStandby(i, m.id) || p.learnerOn(i, m.id) ||
+			t.Revoke != nil && t.Revoke.Target == m.id
+	}
+}
+
+// moving reports whether task i is on its way to another member.
 func (p *planner) moving(i int) bool {
 	t := p.next[i]
 	return t.Revoke != nil || p.dest[i] != nil && p.dest[i].id != t.Active
 }
 
-// trimStandbys keeps want of task i's standbys: the revoke target first,
-// then the lowest lag, then the lowest ID.
+// trimStandbys keeps want of task i's standbys: the revoke target (or the
+// task's destination) first, then the lowest lag, then the lowest ID.
 func (p *planner) trimStandbys(i, want int) {
 	t := p.next[i]
 	target := ""
 	if t.Revoke != nil {
 		target = t.Revoke.Target
+	} else if d := p.dest[i]; d != nil {
+		target = d.id
 	}
 	order := slices.Clone(t.Standbys)
 	slices.SortStableFunc(order, func(a, b string) int {
@@ -91,6 +378,9 @@ func (p *planner) trimStandbys(i, want int) {
 	})
 	for _, s := range order[want:] {
 		p.move(i, MoveStandbyDrop, t.Active, s, reasonTooMany)
+		if m := p.byID[s]; m != nil {
+			m.standbys--
+		}
 	}
 	kept := order[:want]
 	slices.Sort(kept)
@@ -98,11 +388,13 @@ func (p *planner) trimStandbys(i, want int) {
 }
 
 // pickStandby chooses a new standby for task i (see placeStandbys), or nil.
-func (p *planner) pickStandby(i int, zp *zonePicker, excluded func(*member) bool, used []string) *member {
+// Unless fill, only members in a zone the task's copies don't use, or with
+// room, are considered.
+func (p *planner) pickStandby(i int, zp *zonePicker, excluded func(*member) bool, used []string, fill bool) *member {
 	warm := func(unusedZone bool) *member {
 		var best *member
 		consider := func(m *member) {
-			if m == nil || !m.eligible || excluded(m) || unusedZone && slices.Contains(used, m.zone) {
+			if m == nil || !m.eligible || excluded(m) || m.standbys >= m.squota || unusedZone && slices.Contains(used, m.zone) {
 				return
 			}
 			if best == nil || standbyLess(m, best) {
@@ -118,19 +410,59 @@ func (p *planner) pickStandby(i int, zp *zonePicker, excluded func(*member) bool
 	if m := warm(true); m != nil {
 		return m
 	}
-	if m := zp.pick(excluded, used, false); m != nil {
+	if m := zp.pick(excluded, used, false); m != nil && (fill || m.standbys < m.squota) {
+		if m.standbys < m.squota {
+			return m
+		}
+		if w := warm(false); w != nil {
+			return w
+		}
 		return m
 	}
 	if m := warm(false); m != nil {
 		return m
 	}
-	return zp.pick(excluded, used, true)
+	m := zp.pick(excluded, used, true)
+	if m != nil && !fill && m.standbys >= m.squota {
+		return nil
+	}
+	return m
 }
 
-// standbyLess orders standby candidates: fewest standbys, then ID.
+// standbyLess orders standby candidates: most room under the standby quota,
+// then ID.
 func standbyLess(a, b *member) bool {
-	if a.standbys != b.standbys {
-		return a.standbys < b.standbys
+	ra, rb := a.squota-a.standbys, b.squota-b.standbys
+	if ra != rb {
+		return ra > rb
 	}
 	return a.id < b.id
+}
+
+// buildBudget is what the learner bounds leave for standbys being built.
+type buildBudget struct {
+	p     *planner
+	total int
+}
+
+func (p *planner) buildBudget() *buildBudget {
+	b := &buildBudget{p: p, total: p.learnerTotal}
+	for _, m := range p.members {
+		b.total += m.building
+	}
+	return b
+}
+
+// take reserves one standby build on m, if the bounds allow.
+func (b *buildBudget) take(m *member) bool {
+	cfg := b.p.cfg
+	if cfg.MaxLearners > 0 && b.total >= cfg.MaxLearners {
+		return false
+	}
+	if cfg.MaxLearnersPerMember > 0 && m.learners+m.building >= cfg.MaxLearnersPerMember {
+		return false
+	}
+	b.total++
+	m.building++
+	return true
 }
