@@ -89,6 +89,12 @@ func (p *planner) balanceKind(k kind) {
 		}
 	}
 
+	// under: what each member will hold of kind k before any move starts
+	// (revoke targets, tasks it got in this plan, tasks it owns and is
+	// not being revoked from) is below its quota.
+	for _, m := range p.actives {
+		m.under = m.quota[k]-m.room[k]+owned[m.aidx+1]-owned[m.aidx] < m.quota[k]
+	}
 	p.markMoving(k)
 
 	// Step 2. kept[j] are the tasks member j keeps, those it would shed
@@ -206,7 +212,7 @@ func (p *planner) warmGap(i int, owner *member, k kind) uint64 {
 	best := ^uint64(0)
 	own := p.position(i, owner)
 	for _, e := range p.pos.of(i) {
-		if e.m != owner && e.m.attached && e.m.owned[k] < e.m.quota[k] {
+		if e.m != owner && e.m.attached && e.m.under {
 			gap := uint64(0)
 			if own > e.pos {
 				gap = own - e.pos
@@ -218,17 +224,13 @@ func (p *planner) warmGap(i int, owner *member, k kind) uint64 {
 }
 
 // markMoving sets movingOut for the tasks of kind k whose move is under
-// way and can finish: each has a learner on another active-capable member,
-// and that member has room for it (its quota less what it owns, handed to
-// such tasks by task ID). It depends only on owners, quotas and learners,
-// so consecutive plans mark the same tasks while nothing completes.
+// way: each has a learner on another active-capable member that holds
+// fewer tasks of the kind than its quota (member.under). It depends only on owners, quotas and
+// learners of tasks that were shed anyway, so consecutive plans mark the
+// same tasks while nothing completes.
 func (p *planner) markMoving(k kind) {
 	if p.movingOut == nil {
 		p.movingOut = make([]bool, len(p.tasks))
-	}
-	slots := make([]int, len(p.actives))
-	for _, m := range p.actives {
-		slots[m.aidx] = max(0, m.quota[k]-m.owned[k])
 	}
 	for i := range p.tasks {
 		t := p.next[i]
@@ -236,8 +238,7 @@ func (p *planner) markMoving(k kind) {
 			continue
 		}
 		for _, l := range t.Learners {
-			if m := p.byID[l.Member]; m != nil && m.attached && m.id != t.Active && slots[m.aidx] > 0 {
-				slots[m.aidx]--
+			if m := p.byID[l.Member]; m != nil && m.attached && m.id != t.Active && m.under {
 				p.movingOut[i] = true
 				break
 			}

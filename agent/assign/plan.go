@@ -117,6 +117,9 @@ type member struct {
 	// room is what balance may still give the member.
 	room   [2]int
 	heapAt [2]int
+	// under: the member holds fewer tasks of the kind balance is placing
+	// than its quota, counting moves under way (see balanceKind).
+	under  bool
 	zoneAt int
 	// learners and standbys count the member's learner and standby entries.
 	learners int

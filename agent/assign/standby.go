@@ -33,7 +33,7 @@ import (
 func (p *planner) placeStandbys() {
 	want := max(p.cfg.Standbys, 0)
 	for _, m := range p.members {
-		m.standbys, m.building = 0, 0
+		m.standbys = 0
 	}
 	var stateful []int
 	for i := range p.tasks {
@@ -43,9 +43,6 @@ func (p *planner) placeStandbys() {
 		t := p.next[i]
 		for _, s := range t.Standbys {
 			p.byID[s].standbys++
-			if !p.caughtUp(i, s) {
-				p.byID[s].building++
-			}
 		}
 		if t.Active != "" {
 			stateful = append(stateful, i)
@@ -134,10 +131,19 @@ func (p *planner) standbyQuotas(stateful []int, want int) {
 		m.owned[statefulKind] = 0 // reused: planned stateful actives
 	}
 	total, copies := 0, 0
+	settled := make(map[*member]int, len(p.eligible))
 	for _, i := range stateful {
 		n := p.standbysWanted(i, want)
 		total += n
 		copies += n + 1
+		// A copy still being built for a move does not make its member
+		// sticky: the quotas must not follow the moves they start.
+		extra := len(p.next[i].Standbys) > n
+		for _, s := range p.next[i].Standbys {
+			if !extra || p.caughtUp(i, s) {
+				settled[p.byID[s]]++
+			}
+		}
 		if m := p.plannedOwner(i); m != nil {
 			m.owned[statefulKind]++
 		} else if m := p.byID[p.next[i].Active]; m != nil && m.eligible {
@@ -155,7 +161,7 @@ func (p *planner) standbyQuotas(stateful []int, want int) {
 		sh := shareOf(copies, m.weight, sum)
 		m.squota = max(0, sh.floor-m.owned[statefulKind])
 		left -= m.squota
-		cs[j] = cand{m, sh, m.standbys > m.squota}
+		cs[j] = cand{m, sh, settled[m] > m.squota}
 	}
 	slices.SortFunc(cs, func(a, b cand) int {
 		if a.over != b.over {
@@ -252,15 +258,19 @@ func (p *planner) shedStandbys(stateful []int, want int) map[int][]string {
 
 // finishStandbyMove trims task i, which has more standbys than need, once
 // the copies it keeps have caught up: the shed ones (gone) go first, then
-// those with the highest lag. It waits while a kept copy is still being
+// those on the members most above their quota, then the highest lag. It waits while a kept copy is still being
 // built.
 func (p *planner) finishStandbyMove(i, need int, gone []string) {
 	t := p.next[i]
 	order := slices.Clone(t.Standbys)
+	excess := func(s string) int { m := p.byID[s]; return m.standbys - m.squota }
 	slices.SortStableFunc(order, func(a, b string) int {
 		ga, gb := slices.Contains(gone, a), slices.Contains(gone, b)
 		if ga != gb {
 			return boolFirst(gb)
+		}
+		if c := cmp.Compare(excess(a), excess(b)); c != 0 {
+			return c // the member most above its quota loses its copy
 		}
 		return cmp.Compare(p.lag(i, a), p.lag(i, b))
 	})
@@ -448,7 +458,15 @@ type buildBudget struct {
 func (p *planner) buildBudget() *buildBudget {
 	b := &buildBudget{p: p, total: p.learnerTotal}
 	for _, m := range p.members {
-		b.total += m.building
+		m.building = 0
+	}
+	for i := range p.tasks {
+		for _, s := range p.next[i].Standbys {
+			if !p.caughtUp(i, s) {
+				p.byID[s].building++
+				b.total++
+			}
+		}
 	}
 	return b
 }
