@@ -70,28 +70,103 @@ func (p *planner) placeStandbys() {
 	}
 	// Then finish the moves whose new copy has caught up, and start the
 	// moves the standbys left then call for.
-	p.standbyQuotas(stateful, want)
-	shed := p.shedStandbys(stateful, want)
 	if p.standbyInFlight(stateful, want) {
+		p.standbyQuotas(stateful, want)
 		for _, i := range stateful {
 			if need := p.standbysWanted(i, want); !p.moving(i) && len(p.next[i].Standbys) > need {
-				p.finishStandbyMove(i, need, shed[i])
+				p.finishStandbyMove(i, need)
 			}
 		}
-		p.standbyQuotas(stateful, want)
-		shed = p.shedStandbys(stateful, want)
 	}
-	if len(shed) == 0 {
+	p.standbyQuotas(stateful, want)
+	p.moveStandbys(stateful, want)
+}
+
+// moveStandbys starts standby moves off each member above its standby
+// quota (its standbys in tasks that are not already moving one count),
+// trying its tasks from the highest ID down until one has a member with
+// room to take the copy, as many as it is above.
+func (p *planner) moveStandbys(stateful []int, want int) {
+	excess := map[*member]int{}
+	var over []*member
+	for _, m := range p.eligible {
+		if m.standbys > m.squota {
+			excess[m] = m.standbys - m.squota
+		}
+	}
+	if len(excess) == 0 {
+		return
+	}
+	on := map[*member][]int{}
+	for _, i := range stateful {
+		t := p.next[i]
+		if p.moving(i) {
+			continue
+		}
+		inFlight := len(t.Standbys) > p.standbysWanted(i, want)
+		for _, s := range t.Standbys {
+			m := p.byID[s]
+			if _, ok := excess[m]; !ok {
+				continue
+			}
+			if inFlight {
+				excess[m]-- // being resolved by that move
+				continue
+			}
+			on[m] = append(on[m], i)
+		}
+	}
+	for _, m := range p.eligible {
+		if excess[m] > 0 && len(on[m]) > 0 {
+			over = append(over, m)
+		}
+	}
+	if len(over) == 0 {
 		return
 	}
 	budget := p.buildBudget()
-	zp = newZonePicker(p.eligible)
-	for _, i := range stateful {
-		t := p.next[i]
-		if gone := shed[i]; len(gone) > 0 && !p.moving(i) && len(t.Standbys) == p.standbysWanted(i, want) {
-			p.startStandbyMove(i, gone[0], zp, budget)
+	zp := newZonePicker(p.eligible)
+	for _, m := range over {
+		tasks := on[m]
+		// A copy placed in this plan is not warm yet: it is simply
+		// placed again. A copy from before moves warm.
+		for j := len(tasks) - 1; j >= 0 && excess[m] > 0; j-- {
+			if i := tasks[j]; !p.wasStandby(i, m.id) && p.replaceStandby(i, m, zp) {
+				excess[m]--
+			}
+		}
+		for j := len(tasks) - 1; j >= 0 && excess[m] > 0; j-- {
+			i := tasks[j]
+			if len(p.next[i].Standbys) > p.standbysWanted(i, want) {
+				continue // one move at a time per task
+			}
+			if p.wasStandby(i, m.id) && p.startStandbyMove(i, m.id, zp, budget) {
+				excess[m]--
+			}
 		}
 	}
+}
+
+// replaceStandby moves task i's standby on m, placed in this plan, to a
+// member with room; it reports whether it did.
+func (p *planner) replaceStandby(i int, from *member, zp *zonePicker) bool {
+	t := p.next[i]
+	used := p.zonesUsed(i, from.id)
+	m := p.pickStandby(i, zp, p.standbyExcluded(i), used, false)
+	if m == nil || m.standbys >= m.squota || slices.Contains(used, m.zone) && !slices.Contains(used, from.zone) {
+		return false
+	}
+	t.Standbys[slices.Index(t.Standbys, from.id)] = m.id
+	slices.Sort(t.Standbys)
+	from.standbys--
+	zp.add(m)
+	for j := range p.moves {
+		if mv := &p.moves[j]; mv.Task == p.tasks[i].ID && mv.Kind == MoveStandbyAdd && mv.To == from.id {
+			mv.To = m.id
+			break
+		}
+	}
+	return true
 }
 
 // standbyInFlight reports whether a task has a standby move to finish.
@@ -210,65 +285,15 @@ func (p *planner) standbyQuotas(stateful []int, want int) {
 	}
 }
 
-// shedStandbys picks, for each member above its standby quota, which of its
-// standbys should move: those of tasks whose standby is already moving
-// first, then the highest task IDs. It returns them by task.
-func (p *planner) shedStandbys(stateful []int, want int) map[int][]string {
-	var over []*member
-	for _, m := range p.eligible {
-		if m.standbys > m.squota {
-			over = append(over, m)
-		}
-	}
-	if len(over) == 0 {
-		return nil
-	}
-	type entry struct {
-		task   int
-		moving bool
-	}
-	on := map[*member][]entry{}
-	for _, i := range stateful {
-		t := p.next[i]
-		if p.moving(i) {
-			continue
-		}
-		inFlight := len(t.Standbys) > p.standbysWanted(i, want)
-		for _, s := range t.Standbys {
-			if m := p.byID[s]; m.standbys > m.squota {
-				on[m] = append(on[m], entry{i, inFlight})
-			}
-		}
-	}
-	out := map[int][]string{}
-	for _, m := range over {
-		es := on[m]
-		slices.SortFunc(es, func(a, b entry) int {
-			if a.moving != b.moving {
-				return boolFirst(a.moving)
-			}
-			return cmp.Compare(b.task, a.task)
-		})
-		for _, e := range es[:min(len(es), m.standbys-m.squota)] {
-			out[e.task] = append(out[e.task], m.id)
-		}
-	}
-	return out
-}
-
 // finishStandbyMove trims task i, which has more standbys than need, once
-// the copies it keeps have caught up: the shed ones (gone) go first, then
-// those on the members most above their quota, then the highest lag. It waits while a kept copy is still being
+// the copies it keeps have caught up: those on the members most above their
+// quota go first, then the highest lag. It waits while a kept copy is still being
 // built.
-func (p *planner) finishStandbyMove(i, need int, gone []string) {
+func (p *planner) finishStandbyMove(i, need int) {
 	t := p.next[i]
 	order := slices.Clone(t.Standbys)
 	excess := func(s string) int { m := p.byID[s]; return m.standbys - m.squota }
 	slices.SortStableFunc(order, func(a, b string) int {
-		ga, gb := slices.Contains(gone, a), slices.Contains(gone, b)
-		if ga != gb {
-			return boolFirst(gb)
-		}
 		if c := cmp.Compare(excess(a), excess(b)); c != 0 {
 			return c // the member most above its quota loses its copy
 		}
@@ -281,7 +306,7 @@ func (p *planner) finishStandbyMove(i, need int, gone []string) {
 	}
 	for _, s := range order[need:] {
 		reason := reasonTooMany
-		if slices.Contains(gone, s) {
+		if m := p.byID[s]; m.standbys > m.squota {
 			reason = reasonBalance
 		}
 		p.move(i, MoveStandbyDrop, t.Active, s, reason)
@@ -294,26 +319,28 @@ func (p *planner) finishStandbyMove(i, need int, gone []string) {
 
 // startStandbyMove builds a new standby of task i on a member with room,
 // to replace the standby on member gone once it has caught up, if the
-// learner bounds leave room for one more copy being built.
-func (p *planner) startStandbyMove(i int, gone string, zp *zonePicker, budget *buildBudget) {
+// learner bounds leave room for one more copy being built. It reports
+// whether it did.
+func (p *planner) startStandbyMove(i int, gone string, zp *zonePicker, budget *buildBudget) bool {
 	t := p.next[i]
 	used := p.zonesUsed(i, gone)
 	from := p.byID[gone]
 	excluded := p.standbyExcluded(i)
 	m := p.pickStandby(i, zp, excluded, used, false)
 	if m == nil || m.standbys >= m.squota {
-		return
+		return false
 	}
 	if slices.Contains(used, m.zone) && !slices.Contains(used, from.zone) {
-		return // the move would lose a zone
+		return false // the move would lose a zone
 	}
 	if !budget.take(m) {
-		return
+		return false
 	}
 	t.Standbys = append(t.Standbys, m.id)
 	slices.Sort(t.Standbys)
 	zp.add(m)
 	p.move(i, MoveStandbyAdd, t.Active, m.id, reasonBalance)
+	return true
 }
 
 // addStandbys fills task i's standbys up to need.
