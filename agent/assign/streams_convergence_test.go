@@ -131,6 +131,7 @@ func (h *streamsHarness) converge(limit int) {
 	}
 	before := h.current
 	moved := map[string]int{}
+	failovers := 0
 	in := Input{Config: h.cfg, Now: h.now, Members: cloneMembers(h.live), Current: h.current}
 	rounds := 0
 	for {
@@ -147,6 +148,9 @@ func (h *streamsHarness) converge(limit int) {
 		for _, m := range res.Moves {
 			if m.Kind == MovePromote || m.Kind == MoveFailover {
 				moved[m.Task]++
+			}
+			if m.Kind == MoveFailover {
+				failovers++
 			}
 		}
 		if rounds > limit {
@@ -192,6 +196,11 @@ func (h *streamsHarness) converge(limit int) {
 	h.rounds = max(h.rounds, rounds)
 	h.moves += n
 	h.fewest += fewest
+	// The slack: a failover to a warm member already at its quota makes
+	// that member shed one more task, warm, later (see pickOrphanOwner).
+	if n > fewest+failovers {
+		h.t.Fatalf("%d owners changed, the fewest is %d, and only %d failed over\n%s", n, fewest, failovers, h.history.String())
+	}
 }
 
 // verify checks the converged assignment: Kafka's validity and balance
@@ -320,7 +329,7 @@ func TestStreamsConvergenceDroppingNode(t *testing.T) {
 // group converges within 2 × (stateful + stateful × standbys) rounds and
 // passes every check. Seeds 1..-convergence.seeds, in both modes.
 func TestStreamsConvergenceRandom(t *testing.T) {
-	var rounds, moves, fewest, twice, events, extra int
+	var rounds, moves, fewest, twice, events, extra, worst int
 	for _, mode := range []Mode{Eager, Stable} {
 		for seed := 1; seed <= *convergenceSeeds; seed++ {
 			rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -347,8 +356,9 @@ func TestStreamsConvergenceRandom(t *testing.T) {
 				h.converge(2 * (stateful + stateful*standbys))
 				h.verify()
 				events++
-				if h.moves-m > h.fewest-f {
+				if d := (h.moves - m) - (h.fewest - f); d > 0 {
 					extra++
+					worst = max(worst, d)
 				}
 			}
 			rounds = max(rounds, h.rounds)
@@ -357,6 +367,6 @@ func TestStreamsConvergenceRandom(t *testing.T) {
 			twice += h.twice
 		}
 	}
-	t.Logf("%d seeds × 2 modes, %d events: most rounds after an event %d; %d owners changed, fewest possible %d; %d events moved more than the fewest; %d times a task changed owner twice in one convergence",
-		*convergenceSeeds, events, rounds, moves, fewest, extra, twice)
+	t.Logf("%d seeds × 2 modes, %d events: most rounds after an event %d; %d owners changed, fewest possible %d; %d events moved more than the fewest (at most %d more); %d times a task changed owner twice in one convergence",
+		*convergenceSeeds, events, rounds, moves, fewest, extra, worst, twice)
 }
