@@ -147,6 +147,8 @@ func (p *planner) unassignAll() {
 		t := p.next[i]
 		owner := p.byID[t.Active]
 		switch {
+		case owner != nil && owner.lost:
+			p.move(i, MoveUnassign, t.Active, "", reasonWorkerLost)
 		case owner != nil && owner.leaving:
 			if t.Revoke == nil {
 				t.Revoke = &Revoke{Target: "", Since: p.now, Reason: reasonNoMember, Generation: p.in.Current.Generation + 1}
@@ -154,10 +156,11 @@ func (p *planner) unassignAll() {
 			}
 			t.Learners, t.Standbys = nil, nil
 			continue
-		case owner != nil && !owner.lost:
-			continue // detached: it keeps the task
 		case owner != nil:
-			p.move(i, MoveUnassign, t.Active, "", reasonWorkerLost)
+			// Detached: it keeps the task. No member can take it over
+			// until a worker attaches, so no learner is needed.
+			p.dropLearnersExcept(i, "", reasonNotNeeded)
+			continue
 		case t.Active != "":
 			p.move(i, MoveUnassign, t.Active, "", reasonNoMember)
 		case p.cur[i] == nil:

@@ -23,13 +23,17 @@ func checkPlan(t fataler, in Input, res Result) {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	// eligible counts the members that may get new active tasks: live,
+	// not leaving, worker attached.
 	live, leaving, eligible := map[string]*Member{}, map[string]bool{}, 0
+	attached := func(m *Member) bool { return m.Worker == "" || m.Worker == WorkerAttached }
 	for i := range in.Members {
 		m := &in.Members[i]
 		live[m.ID] = m
-		if m.Leaving {
+		switch {
+		case m.Leaving:
 			leaving[m.ID] = true
-		} else {
+		case attached(m):
 			eligible++
 		}
 	}
@@ -109,8 +113,24 @@ func checkPlan(t fataler, in Input, res Result) {
 		if eligible > 0 && nt.Active == "" {
 			fail(id, "unowned although %d members are eligible", eligible)
 		}
-		if eligible == 0 && nt.Active != "" && (nt.Revoke == nil || nt.Revoke.Target != "") {
+		if eligible == 0 && nt.Active != "" && (nt.Revoke == nil || nt.Revoke.Target != "") && (leaving[nt.Active] || live[nt.Active].Worker == WorkerLost) {
 			fail(id, "still owned by %s although no member is eligible, and not being retired", nt.Active)
+		}
+		// A member whose worker is not attached gets no new active task;
+		// one whose worker is detached keeps those it has; one whose
+		// worker is lost keeps none.
+		if m := live[nt.Active]; m != nil && !attached(m) && pt.Active != nt.Active {
+			fail(id, "given to %s, whose worker is %s", nt.Active, m.Worker)
+		}
+		if m := live[nt.Active]; m != nil && m.Worker == WorkerLost {
+			fail(id, "still owned by %s, whose worker is lost", nt.Active)
+		}
+		if m := live[pt.Active]; m != nil && m.Worker == WorkerDetached && !m.Leaving && pt.Revoke == nil && nt.Active != pt.Active {
+			fail(id, "moved off %s, whose worker is only detached", pt.Active)
+		}
+		// A task activated in this generation is not revoked in it.
+		if nt.Active != "" && nt.Revoke != nil && (nt.Active != pt.Active || nt.Epoch != pt.Epoch) {
+			fail(id, "activated on %s and revoked towards %s in one generation", nt.Active, nt.Revoke.Target)
 		}
 		if nt.Revoke != nil && nt.Revoke.Target == "" && eligible > 0 {
 			fail(id, "retired (revoked to nobody) although %d members are eligible", eligible)
@@ -119,7 +139,7 @@ func checkPlan(t fataler, in Input, res Result) {
 			fail(id, "given to leaving member %s", nt.Active)
 		}
 		if r := nt.Revoke; r != nil && r.Target != "" {
-			if live[r.Target] == nil || leaving[r.Target] || r.Target == nt.Active {
+			if live[r.Target] == nil || leaving[r.Target] || !attached(live[r.Target]) || r.Target == nt.Active {
 				fail(id, "revoke target %s is not an eligible member other than the owner", r.Target)
 			}
 		}
@@ -183,7 +203,16 @@ func checkPlan(t fataler, in Input, res Result) {
 
 		// A live owner hands a task over only through a revoke of an
 		// earlier generation, completed by a release or its timeout.
-		if old := live[pt.Active]; old != nil && nt.Active != pt.Active && nt.Active != "" {
+		// A lost worker's task moves at once, with its agent's release.
+		if old := live[pt.Active]; old != nil && old.Worker == WorkerLost && nt.Active != pt.Active && nt.Active != "" {
+			wantSeq := uint64(0)
+			if rel, ok := old.Released[id]; ok && rel.Epoch == pt.Epoch {
+				wantSeq = rel.Seq
+			}
+			if nt.HandoffSeq != wantSeq {
+				fail(id, "moved off lost %s with handoffSeq %d, want %d", pt.Active, nt.HandoffSeq, wantSeq)
+			}
+		} else if old != nil && nt.Active != pt.Active && nt.Active != "" {
 			if pt.Revoke == nil || pt.Revoke.Target != nt.Active {
 				fail(id, "moved %s -> %s without a revoke to %s in the previous generation", pt.Active, nt.Active, nt.Active)
 			}
@@ -436,7 +465,7 @@ func sameJSON(a, b any) bool {
 func activates(res Result) bool {
 	for _, m := range res.Moves {
 		switch m.Kind {
-		case MoveAssign, MoveFailover, MovePromote:
+		case MoveAssign, MoveFailover, MovePromote, MoveRevokeCancel: // a cancelled revoke that was released re-grants
 			return true
 		}
 	}

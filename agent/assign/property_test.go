@@ -24,6 +24,10 @@ func TestPlanProperties(t *testing.T) {
 			checkPlan(t, in, res)
 			w.settle(res)
 		}
+		// Every worker attaches, then the group settles.
+		for _, m := range w.live {
+			m.Worker = WorkerAttached
+		}
 		converge(t, w.input())
 	})
 }

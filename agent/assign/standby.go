@@ -144,64 +144,6 @@ func (p *planner) moveStandbys(stateful []int, want int) {
 				excess[m]--
 			}
 		}
-		if excess[m] > 0 {
-			p.moveStandbyVia(m, on[m], want, budget)
-		}
-	}
-}
-
-// moveStandbyVia moves a standby off member from when every member with
-// room is excluded from its tasks (it owns them, or stands by already):
-// a standby on a member at its quota moves to a member with room, and one
-// of from's standbys takes its place. Both moves are warm, so both copies
-// stay until the new ones have caught up.
-func (p *planner) moveStandbyVia(from *member, tasks []int, want int, budget *buildBudget) {
-	free := func(i int) bool { return len(p.next[i].Standbys) <= p.standbysWanted(i, want) }
-	canTake := func(i int, m *member) bool {
-		t := p.next[i]
-		return m.eligible && m.id != t.Active && !p.hasStandby(i, m.id) && !p.learnerOn(i, m.id) &&
-			(t.Revoke == nil || t.Revoke.Target != m.id) && free(i) && !p.moving(i)
-	}
-	for _, room := range p.eligible {
-		if room.standbys >= room.squota {
-			continue
-		}
-		for _, via := range p.eligible {
-			if via == from || via == room || via.standbys != via.squota {
-				continue
-			}
-			var x, y = -1, -1
-			for i := range p.tasks {
-				if p.tasks[i].Stateful && p.hasStandby(i, via.id) && p.wasStandby(i, via.id) && canTake(i, room) {
-					x = i
-					break
-				}
-			}
-			for _, i := range tasks {
-				if canTake(i, via) && p.wasStandby(i, from.id) {
-					y = i
-					break
-				}
-			}
-			if x < 0 || y < 0 || x == y || !budget.take(room) {
-				continue
-			}
-			if !budget.take(via) {
-				budget.give(room)
-				continue
-			}
-			for _, mv := range []struct {
-				i int
-				m *member
-			}{{x, room}, {y, via}} {
-				t := p.next[mv.i]
-				t.Standbys = append(t.Standbys, mv.m.id)
-				slices.Sort(t.Standbys)
-				mv.m.standbys++
-				p.move(mv.i, MoveStandbyAdd, t.Active, mv.m.id, reasonBalance)
-			}
-			return
-		}
 	}
 }
 
@@ -568,10 +510,4 @@ func (b *buildBudget) take(m *member) bool {
 	b.total++
 	m.building++
 	return true
-}
-
-// give returns a build reserved on m.
-func (b *buildBudget) give(m *member) {
-	b.total--
-	m.building--
 }
