@@ -212,7 +212,7 @@ func (p *planner) warmGap(i int, owner *member, k kind) uint64 {
 	best := ^uint64(0)
 	own := p.position(i, owner)
 	for _, e := range p.pos.of(i) {
-		if e.m != owner && e.m.attached && e.m.under {
+		if e.m != owner && e.m.attached && e.m.owned[k] < e.m.quota[k] {
 			gap := uint64(0)
 			if own > e.pos {
 				gap = own - e.pos

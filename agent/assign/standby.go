@@ -72,9 +72,13 @@ func (p *planner) placeStandbys() {
 	// moves the standbys left then call for.
 	if p.standbyInFlight(stateful, want) {
 		p.standbyQuotas(stateful, want)
-		for _, i := range stateful {
-			if need := p.standbysWanted(i, want); !p.moving(i) && len(p.next[i].Standbys) > need {
-				p.finishStandbyMove(i, need)
+		// Clear cases first: two moves through one member leave copies
+		// tied until the other move has finished.
+		for _, strict := range []bool{true, false} {
+			for _, i := range stateful {
+				if need := p.standbysWanted(i, want); !p.moving(i) && len(p.next[i].Standbys) > need {
+					p.finishStandbyMove(i, need, strict)
+				}
 			}
 		}
 	}
@@ -287,9 +291,10 @@ func (p *planner) standbyQuotas(stateful []int, want int) {
 
 // finishStandbyMove trims task i, which has more standbys than need, once
 // the copies it keeps have caught up: those on the members most above their
-// quota go first, then the highest lag. It waits while a kept copy is still being
+// quota go first, then the highest lag. If strict, it also waits while the
+// last copy kept and the first dropped are on members equally above. It waits while a kept copy is still being
 // built.
-func (p *planner) finishStandbyMove(i, need int) {
+func (p *planner) finishStandbyMove(i, need int, strict bool) {
 	t := p.next[i]
 	order := slices.Clone(t.Standbys)
 	excess := func(s string) int { m := p.byID[s]; return m.standbys - m.squota }
@@ -303,6 +308,9 @@ func (p *planner) finishStandbyMove(i, need int) {
 		if !p.caughtUp(i, s) {
 			return
 		}
+	}
+	if strict && need > 0 && excess(order[need-1]) == excess(order[need]) {
+		return
 	}
 	for _, s := range order[need:] {
 		reason := reasonTooMany
