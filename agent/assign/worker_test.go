@@ -33,8 +33,8 @@ func TestPlanWorkerStates(t *testing.T) {
 		return []Member{{ID: "m1", Worker: WorkerLost, Released: releases}, {ID: "m2"}, {ID: "m3"}}
 	}
 	tests := []struct {
-		name  string
-		in    Input
+		name   string
+		in     Input
 		want   map[string]string
 		owners map[string]string // task -> "owner e=epoch seq=handoffSeq"
 		moves  []string
