@@ -34,6 +34,14 @@ import (
 // change of quotas requires.
 func (p *planner) balance() {
 	p.countOwned()
+	// Whether each task is an orphan or pinned does not change while
+	// balance runs: settle it once.
+	p.isOrphan = make([]bool, len(p.tasks))
+	p.isPinned = make([]bool, len(p.tasks))
+	for i := range p.tasks {
+		p.isOrphan[i] = p.orphan(i)
+		p.isPinned[i] = !p.isOrphan[i] && p.pinned(i)
+	}
 	setQuotas(p.actives, p.balanced())
 	for _, k := range []kind{statefulKind, statelessKind} {
 		p.balanceKind(k)
@@ -56,7 +64,7 @@ func (p *planner) balanceKind(k kind) {
 		t := p.next[i]
 		owner := p.byID[t.Active]
 		switch {
-		case p.orphan(i):
+		case p.isOrphan[i]:
 			orphans = append(orphans, i)
 		case t.Revoke != nil:
 			m := p.byID[t.Revoke.Target]
@@ -65,7 +73,7 @@ func (p *planner) balanceKind(k kind) {
 		case p.fixed[i]:
 			p.dest[i] = owner
 			owner.room[k]--
-		case p.pinned(i):
+		case p.isPinned[i]:
 			p.dest[i] = owner
 		case !owner.attached:
 			shed = append(shed, i)
@@ -80,7 +88,7 @@ func (p *planner) balanceKind(k kind) {
 	fill := slices.Clone(owned[:len(owned)-1])
 	for i := range p.tasks {
 		t := p.next[i]
-		if kindOf(p.tasks[i].Stateful) != k || t.Revoke != nil || p.fixed[i] || p.orphan(i) {
+		if kindOf(p.tasks[i].Stateful) != k || t.Revoke != nil || p.fixed[i] || p.isOrphan[i] {
 			continue
 		}
 		if owner := p.byID[t.Active]; owner != nil && owner.attached {

@@ -53,7 +53,7 @@ func (p *planner) placeOrphansWarm(orphans []int, k kind, evict func(*member)) (
 // one). Balance keeps these tasks where they land in this plan.
 func (p *planner) placeOrphans() {
 	for i := range p.tasks {
-		if !p.orphan(i) {
+		if !p.isOrphan[i] {
 			continue
 		}
 		m := p.dest[i]

@@ -86,8 +86,19 @@ type planner struct {
 	// movingOut marks tasks whose move to a learner is under way and can
 	// finish (see markMoving).
 	movingOut []bool
-	pos       positions
-	moves     []Move
+	// isOrphan and isPinned are orphan and pinned for each task, settled
+	// when balance starts.
+	isOrphan, isPinned []bool
+	// need is how many standbys each stateful task can have (set by
+	// placeStandbys).
+	need []int
+	// holder is the member each stateful task is planned to end on, for
+	// the standby quotas (set by placeStandbys).
+	holder []*member
+	// lags is Input.Lags by task index (see lagsOf).
+	lags  []map[string]uint64
+	pos   positions
+	moves []Move
 	// learnerTotal counts the learners catching up once admitLearners
 	// ran; standbys being built come on top of it.
 	learnerTotal int
@@ -128,6 +139,7 @@ type member struct {
 	// standbyQuotas); building counts the standbys being built on it.
 	squota   int
 	building int
+	settled  int // standbys that are not copies being built for a move
 }
 
 func newPlanner(in *Input) (*planner, bool) {
@@ -254,7 +266,7 @@ func (p *planner) move(i int, k MoveKind, from, to, reason string) {
 // lag is what member m reported it still has to apply of task i; unknown
 // lags are the largest.
 func (p *planner) lag(i int, m string) uint64 {
-	if l, ok := p.in.Lags[p.tasks[i].ID][m]; ok {
+	if l, ok := p.lagsOf(i)[m]; ok {
 		return l
 	}
 	return math.MaxUint64
@@ -262,8 +274,19 @@ func (p *planner) lag(i int, m string) uint64 {
 
 // caughtUp reports whether m's copy of task i is within the acceptable lag.
 func (p *planner) caughtUp(i int, m string) bool {
-	l, ok := p.in.Lags[p.tasks[i].ID][m]
+	l, ok := p.lagsOf(i)[m]
 	return ok && l <= p.cfg.AcceptableLag
+}
+
+// lagsOf is Input.Lags of task i, looked up once per plan.
+func (p *planner) lagsOf(i int) map[string]uint64 {
+	if p.lags == nil {
+		p.lags = make([]map[string]uint64, len(p.tasks))
+		for j, t := range p.tasks {
+			p.lags[j] = p.in.Lags[t.ID]
+		}
+	}
+	return p.lags[i]
 }
 
 // released returns owner's release of task i if it answers revoke rv at
@@ -321,7 +344,7 @@ func (p *planner) pinned(i int) bool {
 func (p *planner) balanced() [2]int {
 	var total [2]int
 	for i := range p.tasks {
-		if !p.pinned(i) {
+		if !p.isPinned[i] {
 			total[kindOf(p.tasks[i].Stateful)]++
 		}
 	}

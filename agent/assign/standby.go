@@ -51,38 +51,57 @@ func (p *planner) placeStandbys() {
 	if len(stateful) == 0 || len(p.eligible) == 0 {
 		return
 	}
+	p.need = make([]int, len(p.tasks))
+	p.holder = make([]*member, len(p.tasks))
+	for _, i := range stateful {
+		p.need[i] = p.standbysWanted(i, want)
+		if m := p.plannedOwner(i); m != nil {
+			p.holder[i] = m
+		} else if m := p.byID[p.next[i].Active]; m != nil && m.eligible {
+			p.holder[i] = m
+		}
+	}
 	// Fill first, then balance what is there: the quotas that decide
 	// moves see every standby of this plan, so the next plan, seeing the
 	// same, decides the same.
 	p.standbyQuotas(stateful, want)
-	zp := newZonePicker(p.eligible)
+	var zp *zonePicker
+	filled := false
 	for _, i := range stateful {
 		t := p.next[i]
-		need := p.standbysWanted(i, want)
+		need := p.need[i]
 		switch {
 		case p.moving(i):
 			if len(t.Standbys) > need {
 				p.trimStandbys(i, need)
+				filled = true
 			}
 		case len(t.Standbys) < need:
+			if zp == nil {
+				zp = newZonePicker(p.eligible)
+			}
 			p.addStandbys(i, need, zp)
+			filled = true
 		}
 	}
 	// Then finish the moves whose new copy has caught up, and start the
 	// moves the standbys left then call for.
-	if p.standbyInFlight(stateful, want) {
+	inFlight := p.standbyInFlight(stateful, want)
+	if inFlight {
 		p.standbyQuotas(stateful, want)
 		// Clear cases first: two moves through one member leave copies
 		// tied until the other move has finished.
 		for _, strict := range []bool{true, false} {
 			for _, i := range stateful {
-				if need := p.standbysWanted(i, want); !p.moving(i) && len(p.next[i].Standbys) > need {
+				if need := p.need[i]; !p.moving(i) && len(p.next[i].Standbys) > need {
 					p.finishStandbyMove(i, need, strict)
 				}
 			}
 		}
 	}
-	p.standbyQuotas(stateful, want)
+	if filled || inFlight {
+		p.standbyQuotas(stateful, want)
+	}
 	p.moveStandbys(stateful, want)
 }
 
@@ -107,7 +126,7 @@ func (p *planner) moveStandbys(stateful []int, want int) {
 		if p.moving(i) {
 			continue
 		}
-		inFlight := len(t.Standbys) > p.standbysWanted(i, want)
+		inFlight := len(t.Standbys) > p.need[i]
 		for _, s := range t.Standbys {
 			m := p.byID[s]
 			if _, ok := excess[m]; !ok {
@@ -141,7 +160,7 @@ func (p *planner) moveStandbys(stateful []int, want int) {
 		}
 		for j := len(tasks) - 1; j >= 0 && excess[m] > 0; j-- {
 			i := tasks[j]
-			if len(p.next[i].Standbys) > p.standbysWanted(i, want) {
+			if len(p.next[i].Standbys) > p.need[i] {
 				continue // one move at a time per task
 			}
 			if p.wasStandby(i, m.id) && p.startStandbyMove(i, m.id, zp, budget) {
@@ -176,7 +195,7 @@ func (p *planner) replaceStandby(i int, from *member, zp *zonePicker) bool {
 // standbyInFlight reports whether a task has a standby move to finish.
 func (p *planner) standbyInFlight(stateful []int, want int) bool {
 	for _, i := range stateful {
-		if !p.moving(i) && len(p.next[i].Standbys) > p.standbysWanted(i, want) {
+		if !p.moving(i) && len(p.next[i].Standbys) > p.need[i] {
 			return true
 		}
 	}
@@ -208,24 +227,23 @@ func (p *planner) standbyQuotas(stateful []int, want int) {
 		sum += m.weight
 		m.squota = 0
 		m.owned[statefulKind] = 0 // reused: planned stateful actives
+		m.settled = m.standbys
 	}
 	total, copies := 0, 0
-	settled := make(map[*member]int, len(p.eligible))
 	for _, i := range stateful {
-		n := p.standbysWanted(i, want)
+		n := p.need[i]
 		total += n
 		copies += n + 1
 		// A copy still being built for a move does not make its member
 		// sticky: the quotas must not follow the moves they start.
-		extra := len(p.next[i].Standbys) > n
-		for _, s := range p.next[i].Standbys {
-			if !extra || p.caughtUp(i, s) {
-				settled[p.byID[s]]++
+		if len(p.next[i].Standbys) > n {
+			for _, s := range p.next[i].Standbys {
+				if !p.caughtUp(i, s) {
+					p.byID[s].settled--
+				}
 			}
 		}
-		if m := p.plannedOwner(i); m != nil {
-			m.owned[statefulKind]++
-		} else if m := p.byID[p.next[i].Active]; m != nil && m.eligible {
+		if m := p.holder[i]; m != nil {
 			m.owned[statefulKind]++
 		}
 	}
@@ -240,7 +258,7 @@ func (p *planner) standbyQuotas(stateful []int, want int) {
 		sh := shareOf(copies, m.weight, sum)
 		m.squota = max(0, sh.floor-m.owned[statefulKind])
 		left -= m.squota
-		cs[j] = cand{m, sh, settled[m] > m.squota}
+		cs[j] = cand{m, sh, m.settled > m.squota}
 	}
 	slices.SortFunc(cs, func(a, b cand) int {
 		if a.over != b.over {
@@ -490,8 +508,16 @@ type buildBudget struct {
 	total int
 }
 
-func (p *planner) buildBudget() *buildBudget {
-	b := &buildBudget{p: p, total: p.learnerTotal}
+func (p *planner) buildBudget() *buildBudget { return &buildBudget{p: p, total: -1} }
+
+// count counts, the first time a build is asked for, the standbys being
+// built (not caught up) on each member and in all.
+func (b *buildBudget) count() {
+	if b.total >= 0 {
+		return
+	}
+	p := b.p
+	b.total = p.learnerTotal
 	for _, m := range p.members {
 		m.building = 0
 	}
@@ -503,12 +529,15 @@ func (p *planner) buildBudget() *buildBudget {
 			}
 		}
 	}
-	return b
 }
 
 // take reserves one standby build on m, if the bounds allow.
 func (b *buildBudget) take(m *member) bool {
 	cfg := b.p.cfg
+	if cfg.MaxLearners <= 0 && cfg.MaxLearnersPerMember <= 0 {
+		return true
+	}
+	b.count()
 	if cfg.MaxLearners > 0 && b.total >= cfg.MaxLearners {
 		return false
 	}
