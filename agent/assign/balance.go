@@ -38,9 +38,10 @@ func (p *planner) balance() {
 	// balance runs: settle it once.
 	p.isOrphan = make([]bool, len(p.tasks))
 	p.isPinned = make([]bool, len(p.tasks))
-	for i := range p.tasks {
-		p.isOrphan[i] = p.orphan(i)
-		p.isPinned[i] = !p.isOrphan[i] && p.pinned(i)
+	for i, t := range p.next {
+		m := p.byID[t.Active]
+		p.isOrphan[i] = t.Active == "" || m == nil || m.lost
+		p.isPinned[i] = !p.isOrphan[i] && m.eligible && !m.attached && t.Revoke == nil
 	}
 	setQuotas(p.actives, p.balanced())
 	for _, k := range []kind{statefulKind, statelessKind} {

@@ -85,17 +85,6 @@ func (p *planner) placeOrphans() {
 	}
 }
 
-// orphan reports whether nobody serves task i: it has no owner, its owner
-// died, or its owner's worker is lost.
-func (p *planner) orphan(i int) bool {
-	t := p.next[i]
-	if t.Active == "" {
-		return true
-	}
-	m := p.byID[t.Active]
-	return m == nil || m.lost
-}
-
 // warmCandidates lists the active-capable members that can serve orphan
 // task i soonest, best first: its standbys, then its learners (each by
 // lowest lag, then ID), then the members with local state (furthest

@@ -86,8 +86,11 @@ type planner struct {
 	// movingOut marks tasks whose move to a learner is under way and can
 	// finish (see markMoving).
 	movingOut []bool
-	// isOrphan and isPinned are orphan and pinned for each task, settled
-	// when balance starts.
+	// isOrphan marks the tasks nobody serves (no owner, a dead owner, or
+	// an owner whose worker is lost); isPinned those that stay with their
+	// owner whatever the balance (its worker is detached: it keeps the
+	// actives it has, but its share is not counted) and are not being
+	// revoked. Both are settled when balance starts.
 	isOrphan, isPinned []bool
 	// need is how many standbys each stateful task can have (set by
 	// placeStandbys).
@@ -328,15 +331,6 @@ func (p *planner) plannedOwner(i int) *member {
 		return m
 	}
 	return nil
-}
-
-// pinned reports whether task i stays with its owner whatever the balance:
-// the owner's worker is detached (it keeps the actives it has, but its
-// share is not counted), and the task is not being revoked.
-func (p *planner) pinned(i int) bool {
-	t := p.next[i]
-	m := p.byID[t.Active]
-	return m != nil && m.eligible && !m.attached && !m.lost && t.Revoke == nil
 }
 
 // balanced counts the tasks of each kind that the balance distributes over
