@@ -404,11 +404,7 @@ func TestPlan(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := Plan(tt.in)
-			for id, want := range tt.want {
-				if got := summary(res.Assignment.Tasks[id]); got != want {
-					t.Errorf("Plan(in).Tasks[%s] = %s, want %s", id, got, want)
-				}
-			}
+			checkSummaries(t, res, tt.want)
 			if tt.moves != nil {
 				if got := moveLines(res.Moves); !slices.Equal(got, tt.moves) {
 					t.Errorf("Plan(in).Moves = %q, want %q", got, tt.moves)

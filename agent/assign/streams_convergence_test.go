@@ -316,6 +316,7 @@ func TestStreamsConvergenceDroppingNode(t *testing.T) {
 		h.dropNode(0)
 		h.converge(stateful/learners + 2)
 		h.verify()
+		t.Logf("%s: %d rounds (Kafka's bound %d), %d owners changed, fewest %d", mode, h.rounds, stateful/learners+2, h.moves, h.fewest)
 		if h.moves != h.fewest {
 			t.Errorf("%s: %d owners changed, fewest %d\n%s", mode, h.moves, h.fewest, h.history.String())
 		}

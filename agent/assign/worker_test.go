@@ -112,11 +112,7 @@ func TestPlanWorkerStates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := Plan(tt.in)
-			for id, want := range tt.want {
-				if got := summary(res.Assignment.Tasks[id]); got != want {
-					t.Errorf("Plan(in).Tasks[%s] = %s, want %s", id, got, want)
-				}
-			}
+			checkSummaries(t, res, tt.want)
 			for id, want := range tt.owners {
 				ta := res.Assignment.Tasks[id]
 				if got := fmt.Sprintf("%s e=%d seq=%d", ta.Active, ta.Epoch, ta.HandoffSeq); got != want {
