@@ -333,39 +333,41 @@ func TestStreamsConvergenceRandom(t *testing.T) {
 	var rounds, moves, fewest, twice, events, extra, worst int
 	for _, mode := range []Mode{Eager, Stable} {
 		for seed := 1; seed <= *convergenceSeeds; seed++ {
-			rng := rand.New(rand.NewPCG(uint64(seed), 0))
-			size := rng.IntN(10) + 1
-			stateless := rng.IntN(10) + 1
-			stateful := rng.IntN(10) + 1
-			learners := rng.IntN(stateful) + 1
-			standbys := rng.IntN(size + 1)
-			h := newStreamsHarness(t, mode, stateless, stateful, size, learners, standbys)
-			h.check = seed <= 20
-			fmt.Fprintf(&h.history, "seed %d\n", seed)
-			h.converge(1)
-			h.verify()
-			for range rng.IntN(10) + 1 {
-				if rng.IntN(2) == 0 {
-					h.dropRandomNodes(rng.IntN(size), rng)
-				} else {
-					h.addOrResurrectRandomly(rng, size)
-				}
-				if len(h.live) == 0 {
-					continue
-				}
-				m, f := h.moves, h.fewest
-				h.converge(2 * (stateful + stateful*standbys))
+			t.Run(fmt.Sprintf("%s/seed=%d", mode, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(seed), 0))
+				size := rng.IntN(10) + 1
+				stateless := rng.IntN(10) + 1
+				stateful := rng.IntN(10) + 1
+				learners := rng.IntN(stateful) + 1
+				standbys := rng.IntN(size + 1)
+				h := newStreamsHarness(t, mode, stateless, stateful, size, learners, standbys)
+				h.check = seed <= 20
+				fmt.Fprintf(&h.history, "seed %d\n", seed)
+				h.converge(1)
 				h.verify()
-				events++
-				if d := (h.moves - m) - (h.fewest - f); d > 0 {
-					extra++
-					worst = max(worst, d)
+				for range rng.IntN(10) + 1 {
+					if rng.IntN(2) == 0 {
+						h.dropRandomNodes(rng.IntN(size), rng)
+					} else {
+						h.addOrResurrectRandomly(rng, size)
+					}
+					if len(h.live) == 0 {
+						continue
+					}
+					m, f := h.moves, h.fewest
+					h.converge(2 * (stateful + stateful*standbys))
+					h.verify()
+					events++
+					if d := (h.moves - m) - (h.fewest - f); d > 0 {
+						extra++
+						worst = max(worst, d)
+					}
 				}
-			}
-			rounds = max(rounds, h.rounds)
-			moves += h.moves
-			fewest += h.fewest
-			twice += h.twice
+				rounds = max(rounds, h.rounds)
+				moves += h.moves
+				fewest += h.fewest
+				twice += h.twice
+			})
 		}
 	}
 	t.Logf("%d seeds × 2 modes, %d events: most rounds after an event %d; %d owners changed, fewest possible %d; %d events moved more than the fewest (at most %d more); %d times a task changed owner twice in one convergence",
