@@ -14,13 +14,26 @@ import (
 // in.Now), does not modify in, and its Result shares no memory with in. The
 // order of in.Members and of map iteration does not matter.
 //
-// One call makes every change that needs no acknowledgement from a member:
-// it records leaving members, fails over the tasks of dead members, assigns
-// unowned tasks, promotes released or timed-out revokes, computes the
-// balanced destination of every task, starts learners towards it (within
-// Config.MaxLearners and MaxLearnersPerMember), revokes tasks whose learner
-// or standby has caught up (per Config.Handover), moves stateless tasks, and
-// places standbys. Each change is listed in Result.Moves.
+// One call makes every change that needs no acknowledgement from a member,
+// in this order:
+//
+//   - trackLeaving, cleanup: record leaving members; drop roles on members
+//     that can no longer hold them; withdraw revokes whose target died,
+//     is leaving or has no worker attached;
+//   - unassignAll, when no member may own a task (all leaving, or no
+//     worker attached);
+//   - promote: complete released or timed-out revokes;
+//   - balance: the destination of every task, balancing stateful,
+//     stateless and all actives at once over the members whose worker is
+//     attached, orphans (dead owner, lost worker, no owner) included;
+//   - placeOrphans: give orphans their destination at once (failover);
+//   - reconcile: learners towards destinations (within Config.MaxLearners
+//     and MaxLearnersPerMember), revokes of tasks whose learner or standby
+//     has caught up (per Config.Handover), stateless moves;
+//   - placeStandbys: standbys filled, balanced with the actives, moved warm.
+//
+// A task that gets a new owner in a plan is not revoked in it. Each change
+// is listed in Result.Moves.
 //
 // Plan expects in.Config to pass Config.Validate (Input.Validate checks the
 // whole input). If the config's task specs do not expand, it returns the
