@@ -58,6 +58,11 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Metrics, if non-nil, is served at /metrics (promhttp's handler).
 	Metrics http.Handler
+	// Worker, if non-nil, is told when the worker attaches and detaches
+	// (see WorkerObserver); WorkerGrace is the grace after its last
+	// GET /assignment (DefaultWorkerGrace if zero).
+	Worker      WorkerObserver
+	WorkerGrace time.Duration
 	// Logger receives one debug line per request and the errors behind
 	// 500 responses.
 	Logger zerolog.Logger
@@ -105,12 +110,15 @@ type Server struct {
 
 	shutdownSent     chan struct{} // closed once a view with Shutdown was sent
 	shutdownSentOnce sync.Once
+
+	worker *workerTracker // nil without Options.Worker
 }
 
 // New returns a Server for b. It does not listen yet.
 func New(b Backend, o Options) *Server {
 	o.setDefaults()
 	s := &Server{b: b, opts: o, log: o.Logger, shutdownSent: make(chan struct{})}
+	s.worker = newWorkerTracker(o.Worker, o.WorkerGrace)
 	if o.Token != "" {
 		s.tokenSum = sha256.Sum256([]byte(o.Token))
 	}
