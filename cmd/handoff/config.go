@@ -16,6 +16,7 @@ import (
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/snapshot"
 )
 
@@ -34,6 +35,12 @@ type Config struct {
 	Zone      string
 	Capacity  int
 	APIToken  string
+
+	// RequireWorker makes the member take active tasks only while its
+	// worker is attached to the API; WorkerTimeout is how long a detached
+	// worker keeps its active tasks before the agent releases them.
+	RequireWorker bool
+	WorkerTimeout time.Duration
 
 	NATS nats
 
@@ -69,14 +76,17 @@ type nats struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Group:       "default",
-		MemberID:    sanitizeMemberID(host),
-		Listen:      "127.0.0.1:7070",
-		DataDir:     "handoff-data",
-		Capacity:    1,
-		NATS:        nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
-		GroupConfig: assign.DefaultConfig(),
-		SnapshotsOn: true,
+		Group:    "default",
+		MemberID: sanitizeMemberID(host),
+		Listen:   "127.0.0.1:7070",
+		DataDir:  "handoff-data",
+		Capacity: 1,
+		NATS:     nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
+
+		RequireWorker: true,
+		WorkerTimeout: defaultWorkerTimeout,
+		GroupConfig:   assign.DefaultConfig(),
+		SnapshotsOn:   true,
 		Snapshots: agent.SnapshotOptions{
 			Every:    agent.DefaultSnapshotEvery,
 			Interval: agent.DefaultSnapshotInterval,
@@ -150,6 +160,8 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure `zone` of this member; standbys go to other zones")
 	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "capacity `weight` of this member's share of tasks")
 	fs.StringVar(&c.APIToken, "api-token", c.APIToken, "if set, API calls but health checks need 'Authorization: Bearer TOKEN'")
+	fs.BoolVar(&c.RequireWorker, "require-worker", c.RequireWorker, "take active tasks only while a worker polls GET /assignment (--require-worker=false for an agent with no worker)")
+	fs.DurationVar(&c.WorkerTimeout, "worker-timeout", c.WorkerTimeout, "a worker gone this `long` loses its active tasks: the agent releases them and they move")
 
 	natsFlags(fs, &c.NATS, "NATS server `URL`s (comma-separated); empty runs an embedded single-node server")
 	fs.StringVar(&c.NATS.EmbeddedListen, "embedded-nats-listen", c.NATS.EmbeddedListen, "`address` of the embedded NATS server (when --nats is empty)")
@@ -382,6 +394,9 @@ func (c Config) Validate() error {
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("--capacity %d: use 1 or more", c.Capacity))
 	}
+	if c.RequireWorker && c.WorkerTimeout <= httpapi.DefaultWorkerGrace {
+		errs = append(errs, fmt.Errorf("--worker-timeout %v: use more than the %v a worker may take between two polls, e.g. %v", c.WorkerTimeout, httpapi.DefaultWorkerGrace, defaultWorkerTimeout))
+	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("--replicas %d: use 1 to 5", c.NATS.Replicas))
 	}
@@ -486,3 +501,7 @@ func durationOr(d, def time.Duration) time.Duration {
 	}
 	return d
 }
+
+// defaultWorkerTimeout is the default --worker-timeout (docs/operations.md
+// says why).
+const defaultWorkerTimeout = 30 * time.Second
