@@ -76,25 +76,24 @@ type nats struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Group:    "default",
-		MemberID: sanitizeMemberID(host),
-		Listen:   "127.0.0.1:7070",
-		DataDir:  "handoff-data",
-		Capacity: 1,
-		NATS:     nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
-
-		RequireWorker: true,
-		WorkerTimeout: defaultWorkerTimeout,
-		GroupConfig:   assign.DefaultConfig(),
-		SnapshotsOn:   true,
+		Group:       "default",
+		MemberID:    sanitizeMemberID(host),
+		Listen:      "127.0.0.1:7070",
+		DataDir:     "handoff-data",
+		Capacity:    1,
+		NATS:        nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
+		GroupConfig: assign.DefaultConfig(),
+		SnapshotsOn: true,
 		Snapshots: agent.SnapshotOptions{
 			Every:    agent.DefaultSnapshotEvery,
 			Interval: agent.DefaultSnapshotInterval,
 			Keep:     snapshot.DefaultKeep,
 			Margin:   snapshot.DefaultMargin,
 		},
-		LogLevel:  "info",
-		LogFormat: "auto",
+		RequireWorker: true,
+		WorkerTimeout: defaultWorkerTimeout,
+		LogLevel:      "info",
+		LogFormat:     "auto",
 	}
 }
 
