@@ -41,7 +41,7 @@ func BenchmarkWorkerLoss(b *testing.B) {
 		slices.Sort(ds)
 		b.ReportMetric(ds[0].Seconds(), "s-earliest")
 		b.ReportMetric(ds[len(ds)-1].Seconds(), "s-latest")
-		b.ReportMetric(float64((ds[len(ds)-1]-o.WorkerTimeout).Milliseconds()), "ms-latest-over-timeout")
+		b.ReportMetric(float64((ds[len(ds)-1] - o.WorkerTimeout).Milliseconds()), "ms-latest-over-timeout")
 		h.Logf("kill -9 of %s's worker → first commit on the new owner: %v (worker timeout %s)", victim.ID, ds, o.WorkerTimeout)
 		h.Verify(Expect{})
 	}
