@@ -62,6 +62,9 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 			Logger:       log,
 			Registerer:   reg,
 			Snapshots:    cfg.Snapshots,
+
+			RequireWorker: cfg.RequireWorker,
+			WorkerTimeout: cfg.WorkerTimeout,
 		},
 		Listen: cfg.Listen,
 		API: httpapi.Options{

@@ -92,7 +92,7 @@ func DefaultConfig() Config {
 			Margin:   snapshot.DefaultMargin,
 		},
 		RequireWorker: true,
-		WorkerTimeout: defaultWorkerTimeout,
+		WorkerTimeout: agent.DefaultWorkerTimeout,
 		LogLevel:      "info",
 		LogFormat:     "auto",
 	}
@@ -395,7 +395,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--capacity %d: use 1 or more", c.Capacity))
 	}
 	if c.RequireWorker && c.WorkerTimeout <= httpapi.DefaultWorkerGrace {
-		errs = append(errs, fmt.Errorf("--worker-timeout %v: use more than the %v a worker may take between two polls, e.g. %v", c.WorkerTimeout, httpapi.DefaultWorkerGrace, defaultWorkerTimeout))
+		errs = append(errs, fmt.Errorf("--worker-timeout %v: use more than the %v a worker may take between two polls, e.g. %v", c.WorkerTimeout, httpapi.DefaultWorkerGrace, agent.DefaultWorkerTimeout))
 	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("--replicas %d: use 1 to 5", c.NATS.Replicas))
@@ -501,7 +501,3 @@ func durationOr(d, def time.Duration) time.Duration {
 	}
 	return d
 }
-
-// defaultWorkerTimeout is the default --worker-timeout (docs/operations.md
-// says why).
-const defaultWorkerTimeout = 30 * time.Second
