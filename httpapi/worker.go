@@ -9,7 +9,7 @@ import (
 // its last GET /assignment ended. A worker that follows docs/api.md polls
 // again at once, so the grace only has to cover the moment between two
 // polls: the view being handled, a release sent between them, a GC pause.
-const DefaultWorkerGrace = 2 * time.Second
+const DefaultWorkerGrace = time.Second
 
 // WorkerObserver is told when the member's worker attaches to the API and
 // when it detaches. The worker is attached while a GET /assignment is

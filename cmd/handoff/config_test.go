@@ -271,7 +271,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"invalid group", configCase{file: "group: a b\n"}, []string{`--group "a b"`}},
 		{"invalid member ID", configCase{env: map[string]string{"HANDOFF_MEMBER_ID": "orders.0"}}, []string{`--member-id "orders.0"`}},
 		{"capacity 0", configCase{args: []string{"--capacity=0"}}, []string{"--capacity 0: use 1 or more"}},
-		{"worker timeout within the grace", configCase{args: []string{"--worker-timeout=1s"}}, []string{"--worker-timeout 1s: use more than the 2s"}},
+		{"worker timeout within the grace", configCase{args: []string{"--worker-timeout=1s"}}, []string{"--worker-timeout 1s: use more than the 1s"}},
 		{"too many replicas", configCase{file: "replicas: 7\n"}, []string{"--replicas 7: use 1 to 5"}},
 		{"listen without port", configCase{file: "listen: localhost\n"}, []string{`--listen "localhost"`}},
 		{"embedded listen without port", configCase{file: "embedded-nats-listen: localhost\n"}, []string{`--embedded-nats-listen "localhost"`}},
