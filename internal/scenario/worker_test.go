@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -131,6 +133,21 @@ func TestWorkerPaused(t *testing.T) {
 		t.Errorf("worker of %s after its tasks moved: %q, want %q", victim.ID, s, httpapi.WorkerLost)
 	}
 	h.WaitCommitting(60*time.Second, 3)
+	// What the worker would send on SIGCONT with work in hand at its old
+	// epochs: its agent refuses it (and would it not, the counts below
+	// would not be exact).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, task := range owned {
+		if !slices.Contains(h.stateful, task) {
+			continue
+		}
+		_, err := victim.Client().Commit(ctx, task, httpapi.CommitRequest{Epoch: before[task],
+			Puts: []httpapi.KV{{Key: []byte("late"), Value: []byte("1")}}})
+		if !errors.Is(err, httpapi.ErrNotOwner) {
+			t.Errorf("a late commit of %s at epoch %d through %s's agent = %v, want it refused as not_owner", task, before[task], victim.ID, err)
+		}
+	}
 
 	if err := victim.ResumeWorker(); err != nil {
 		t.Fatal(err)
