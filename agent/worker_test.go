@@ -133,16 +133,18 @@ func TestWorkerWatch(t *testing.T) {
 		t.Fatalf("commit with the worker attached: %v", err)
 	}
 
+	stopping := time.Now()
 	w.stop()
-	stopped := time.Now()
 	waitFor(t, 10*time.Second, "m1's worker lost", func() error {
 		if w, since := memberWorker(c, "m1"); w != httpapi.WorkerLost || since == nil {
 			return fmt.Errorf("worker %q since %v", w, since)
 		}
 		return nil
 	})
-	if _, since := memberWorker(c, "m1"); since.After(stopped) {
-		t.Errorf("lost worker detached since %v, want the end of its last poll, before %v", since, stopped)
+	lost := time.Now()
+	if _, since := memberWorker(c, "m1"); since.Before(stopping) || lost.Sub(*since) < 1500*time.Millisecond {
+		t.Errorf("lost worker detached since %v: want the end of its last poll, after %v and at least the worker timeout before %v",
+			since, stopping, lost)
 	}
 	if err := commit(); !errors.Is(err, httpapi.ErrNotOwner) {
 		t.Errorf("commit of the lost worker = %v, want it refused as not_owner", err)
