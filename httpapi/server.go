@@ -164,6 +164,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if ln == nil {
 		return errors.New("httpapi: call Listen before Run")
 	}
+	defer s.worker.close() // once every request has ended
 	srv := &http.Server{
 		Handler:           s.mux,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -30,8 +30,8 @@ type WorkerObserver interface {
 }
 
 // workerTracker counts the open GET /assignment requests and tells its
-// observer about attachments and detachments. A nil tracker tracks
-// nothing. It is safe for concurrent use.
+// observer about attachments and detachments, until it is closed. A nil
+// tracker tracks nothing. It is safe for concurrent use.
 type workerTracker struct {
 	obs   WorkerObserver
 	grace time.Duration
@@ -42,8 +42,9 @@ type workerTracker struct {
 	lastEnd  time.Time
 	// timer ends the grace; turn tells a callback that fired while a poll
 	// began (it cannot always be stopped in time) that its grace is over.
-	timer *time.Timer
-	turn  uint64
+	timer  *time.Timer
+	turn   uint64
+	closed bool
 }
 
 // newWorkerTracker returns a tracker reporting to obs, or nil if obs is nil.
@@ -65,6 +66,9 @@ func (t *workerTracker) begin() (end func()) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return func() {}
+	}
 	t.open++
 	t.turn++
 	if t.timer != nil {
@@ -82,7 +86,7 @@ func (t *workerTracker) end() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.open--
-	if t.open > 0 {
+	if t.open > 0 || t.closed {
 		return
 	}
 	t.lastEnd = time.Now()
@@ -95,10 +99,26 @@ func (t *workerTracker) end() {
 func (t *workerTracker) graceOver(turn uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if turn != t.turn || t.open > 0 || !t.attached {
+	if turn != t.turn || t.open > 0 || !t.attached || t.closed {
 		return
 	}
 	t.attached = false
 	t.timer = nil
 	t.obs.WorkerDetached(t.lastEnd)
+}
+
+// close stops the tracker: the grace running ends without a report, and
+// nothing is reported after close returns. The API's Run closes it once
+// it has stopped serving, so that no report outlives the server.
+func (t *workerTracker) close() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
 }

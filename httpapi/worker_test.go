@@ -179,3 +179,41 @@ func TestWorkerGraceTimerFiringLateReportsNothing(t *testing.T) {
 	tr.graceOver(current)
 	obs.next(t, false)
 }
+
+// Once Run has stopped serving, the tracker reports nothing more: the
+// polls that shutdown ends do not detach the worker after the server is
+// gone.
+func TestWorkerTrackerClosesWithRun(t *testing.T) {
+	f, obs := newFake(), make(observer, 8)
+	s := New(f, Options{Worker: obs, WorkerGrace: 10 * time.Millisecond})
+	addr, err := s.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	polled := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr.String() + "/assignment?wait=60s&after=1")
+		if err == nil {
+			resp.Body.Close()
+		}
+		polled <- err
+	}()
+	awaitWaiting(t, f)
+	obs.next(t, true)
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	<-polled
+	s.worker.mu.Lock()
+	closed, graceRunning, turn := s.worker.closed, s.worker.timer != nil, s.worker.turn
+	s.worker.mu.Unlock()
+	if !closed || graceRunning {
+		t.Errorf("after Run returned: tracker closed %v, grace running %v; want closed with no grace running", closed, graceRunning)
+	}
+	s.worker.graceOver(turn)
+	obs.none(t)
+}
