@@ -29,6 +29,11 @@ type metrics struct {
 	// workerLostTasks counts the tasks released for a lost worker.
 	workerState     *prometheus.GaugeVec
 	workerLostTasks prometheus.Counter
+	// storeRebuilds counts starts that found the local store corrupt and
+	// replaced it with an empty one; restoreRefused counts activations
+	// refused because a task's state is nowhere to be found.
+	storeRebuilds  prometheus.Counter
+	restoreRefused prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -93,11 +98,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "handoff_worker_lost_tasks_total",
 			Help: "Active tasks this agent released on behalf of its lost worker (detached for the worker timeout), so that they moved.",
 		}),
+		storeRebuilds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_store_rebuilds_total",
+			Help: "Starts that found the local store corrupt, moved it aside and started it empty, to be rebuilt from snapshots and the changelog.",
+		}),
+		restoreRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_restore_refused_total",
+			Help: "Activations refused because the group's records show the task has history but no local copy, snapshot or changelog message of it is left (the changelog was purged).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
 			m.commitSeconds, m.fenced, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay,
-			m.workerState, m.workerLostTasks)
+			m.storeRebuilds, m.restoreRefused, m.workerState, m.workerLostTasks)
 	}
 	return m
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/sidecar"
@@ -91,7 +92,7 @@ func TestWorkerWatch(t *testing.T) {
 			t.Errorf("Close: %v", err)
 		}
 	}()
-	if c.kv, err = c.js.KeyValue(ctx, agent.BucketName(c.group)); err != nil {
+	if c.kv, err = c.js.KeyValue(ctx, group.BucketName(c.group)); err != nil {
 		t.Fatal(err)
 	}
 	api := client.New("http://" + sc.Addr.String())

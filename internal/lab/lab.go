@@ -2,7 +2,7 @@
 // demo` and `handoff bench`: NATS (an embedded server, or one at a given
 // URL), members that each have their own agent, Pebble store, NATS
 // connections, worker HTTP API on 127.0.0.1:0 and counter worker
-// (examples/counter/countworker), an input generator whose exact counts are
+// (package countworker), an input generator whose exact counts are
 // known, a pre-loaded changelog history, operations on members (add, leave
 // through the HTTP API, crash, restart keeping the data dir), a recorder of
 // every member's roles and every worker's events, and the final checks of
@@ -38,8 +38,9 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/internal/natsembed"
+	"github.com/handoffhq/handoff/internal/redact"
 )
 
 // Defaults of Options.
@@ -246,7 +247,8 @@ func (l *Lab) connect(name string) (*nats.Conn, error) {
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info().Msg("reconnected to NATS") }))
 	if err != nil {
-		return nil, fmt.Errorf("lab: connect to NATS at %s: %w", l.url, err)
+		// nats.go's errors may quote the URL, password included.
+		return nil, redact.New(redact.URLSecrets(l.url)...).Error(fmt.Errorf("lab: connect to NATS at %s: %w", redact.URL(l.url), err))
 	}
 	return nc, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
@@ -164,7 +165,7 @@ func TestWorkerPaused(t *testing.T) {
 	// them, nothing was acknowledged past the new owner's epoch marker.
 	refused := 0
 	for _, e := range rep.Events {
-		if e.Member == victim.ID && e.Type == invariants.EventRefused {
+		if e.Member == victim.ID && e.Type == client.EventRefused {
 			refused++
 		}
 	}
@@ -178,7 +179,7 @@ func TestWorkerPaused(t *testing.T) {
 			continue
 		}
 		for _, e := range rep.Events {
-			if e.Member == victim.ID && e.Task == task && e.Type == invariants.EventCommit && e.Epoch == before[task] && e.Seq > seq {
+			if e.Member == victim.ID && e.Task == task && e.Type == client.EventCommit && e.Epoch == before[task] && e.Seq > seq {
 				t.Errorf("%s: a commit of the paused worker at seq %d (epoch %d) was acknowledged after the takeover at seq %d", task, e.Seq, e.Epoch, seq)
 			}
 		}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
-	"github.com/handoffhq/handoff/internal/invariants"
 )
 
 // KillWorker SIGKILLs the member's worker only, as a crashed worker
@@ -76,7 +76,7 @@ func (h *Harness) FirstCommits(from string, tasks []string, before map[string]ui
 	}
 	out := map[string]time.Time{}
 	for _, e := range h.allEvents() {
-		if e.Type != invariants.EventCommit || !want[e.Task] || e.Member == from || e.Epoch <= before[e.Task] {
+		if e.Type != client.EventCommit || !want[e.Task] || e.Member == from || e.Epoch <= before[e.Task] {
 			continue
 		}
 		if t, ok := out[e.Task]; !ok || e.Time.Before(t) {
