@@ -58,6 +58,7 @@ func openPoll(t *testing.T, h http.Handler, f *fakeBackend) (end func()) {
 	go func() {
 		defer close(done)
 		req := httptest.NewRequest("GET", "/assignment?wait=60s&after=1", nil).WithContext(ctx)
+		req.Host = "localhost:7070"
 		h.ServeHTTP(httptest.NewRecorder(), req)
 	}()
 	awaitWaiting(t, f)
