@@ -75,10 +75,8 @@ func BenchmarkScaleUpLateWorker(b *testing.B) {
 				h.WaitCommitting(60*time.Second, 1)
 				rep := h.Verify(Expect{Planned: true, Mark: mark})
 				var ds []time.Duration
-				for _, p := range rep.Pauses {
-					if p.To == "m4" {
-						ds = append(ds, p.Duration())
-					}
+				for _, p := range pausesTo(rep.Pauses, "m4") {
+					ds = append(ds, p.Duration())
 				}
 				if len(ds) == 0 {
 					b.Fatal("no hand-off to m4 was recorded")

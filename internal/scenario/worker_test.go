@@ -42,6 +42,37 @@ func (h *Harness) victimOf(gv httpapi.GroupView, ids ...string) (*Member, []stri
 	return m, append(stateful, stateless...)
 }
 
+// loseWorker applies fault to victim's worker (its agent keeps running),
+// waits until the tasks it owned have moved away and run on their new
+// owners, checks that its record says lost, and waits until every task
+// commits again. It returns when the fault happened.
+func (h *Harness) loseWorker(o Options, victim *Member, owned []string, before map[string]uint64, fault string, do func() error) time.Time {
+	h.t.Helper()
+	at := time.Now()
+	if err := do(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.Logf("%s the worker of %s, which owned %v; its agent keeps running", fault, victim.ID, owned)
+	moved := h.WaitMovedAway(lossDeadline(o), victim.ID, owned, before)
+	h.Logf("%v moved %s after that (worker timeout %s)", owned, time.Since(at).Round(time.Millisecond), o.WorkerTimeout)
+	if s := WorkerState(moved, victim.ID); s != httpapi.WorkerLost {
+		h.t.Errorf("worker of %s after its tasks moved: %q, want %q", victim.ID, s, httpapi.WorkerLost)
+	}
+	h.WaitCommitting(60*time.Second, 3)
+	return at
+}
+
+// pausesTo returns the hand-off pauses of tasks moving to member.
+func pausesTo(pauses []invariants.Pause, member string) []invariants.Pause {
+	var out []invariants.Pause
+	for _, p := range pauses {
+		if p.To == member {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // logFirstCommits logs how long after t0 each moved task's new owner made
 // its first acknowledged commit.
 func (h *Harness) logFirstCommits(t0 time.Time, from string, tasks []string, before map[string]uint64) {
@@ -76,17 +107,7 @@ func TestWorkerKilled(t *testing.T) {
 	before := Epochs(gv)
 	mark := h.Mark()
 
-	killed := time.Now()
-	if err := victim.KillWorker(); err != nil {
-		t.Fatal(err)
-	}
-	h.Logf("killed the worker of %s (-9), which owned %v; its agent keeps running", victim.ID, owned)
-	moved := h.WaitMovedAway(lossDeadline(o), victim.ID, owned, before)
-	h.Logf("%v moved %s after the kill (worker timeout %s)", owned, time.Since(killed).Round(time.Millisecond), o.WorkerTimeout)
-	if s := WorkerState(moved, victim.ID); s != httpapi.WorkerLost {
-		t.Errorf("worker of %s after its tasks moved: %q, want %q", victim.ID, s, httpapi.WorkerLost)
-	}
-	h.WaitCommitting(60*time.Second, 3)
+	killed := h.loseWorker(o, victim, owned, before, "killed (-9)", victim.KillWorker)
 	h.logFirstCommits(killed, victim.ID, owned, before)
 
 	back := h.Mark()
@@ -123,17 +144,7 @@ func TestWorkerPaused(t *testing.T) {
 	before := Epochs(gv)
 	mark := h.Mark()
 
-	paused := time.Now()
-	if err := victim.PauseWorker(); err != nil {
-		t.Fatal(err)
-	}
-	h.Logf("paused the worker of %s (SIGSTOP), which owns %v", victim.ID, owned)
-	moved := h.WaitMovedAway(lossDeadline(o), victim.ID, owned, before)
-	h.Logf("%v moved %s after the pause", owned, time.Since(paused).Round(time.Millisecond))
-	if s := WorkerState(moved, victim.ID); s != httpapi.WorkerLost {
-		t.Errorf("worker of %s after its tasks moved: %q, want %q", victim.ID, s, httpapi.WorkerLost)
-	}
-	h.WaitCommitting(60*time.Second, 3)
+	h.loseWorker(o, victim, owned, before, "paused (SIGSTOP)", victim.PauseWorker)
 	// What the worker would send on SIGCONT with work in hand at its old
 	// epochs: its agent refuses it (and would it not, the counts below
 	// would not be exact).
@@ -278,10 +289,7 @@ func TestWorkerStartsLate(t *testing.T) {
 	rep := h.Verify(Expect{Planned: true, Mark: mark})
 
 	var toNew []time.Duration
-	for _, p := range rep.Pauses {
-		if p.To != "m4" {
-			continue
-		}
+	for _, p := range pausesTo(rep.Pauses, "m4") {
 		toNew = append(toNew, p.Duration())
 		if p.Released.Before(workerStarted) {
 			t.Errorf("%s was released to m4 at %s, before m4's worker started (%s): its pause includes the worker's start-up",
