@@ -39,6 +39,7 @@ const (
 	fSeq        = "seq"
 	fGeneration = "generation"
 	fRevision   = "revision"
+	fWorker     = "worker"
 )
 
 // Options configure an Agent.
@@ -62,6 +63,14 @@ type Options struct {
 	// Snapshots configure the snapshots this member takes of the tasks it
 	// owns (snapshotter.go); the zero value takes them with the defaults.
 	Snapshots SnapshotOptions
+	// RequireWorker makes the member own active tasks only while its
+	// worker is attached, as the worker API reports it (WorkerAttached,
+	// WorkerDetached), and release them on the worker's behalf once it
+	// has been detached for WorkerTimeout (0 means DefaultWorkerTimeout);
+	// see worker.go. Without it the member record says nothing of a
+	// worker, and the member may own tasks as soon as it joins.
+	RequireWorker bool
+	WorkerTimeout time.Duration
 	// AcceptStateLoss names tasks this member activates empty even when
 	// the group's records show a history that is nowhere to be found
 	// (restore.ErrLost): the operator accepts that their state is lost.
@@ -114,6 +123,8 @@ type Agent struct {
 	// leader is this member's leader state while it leads, nil otherwise.
 	leader atomic.Pointer[leader]
 	hbKick chan struct{}
+	// worker is what the agent knows of its worker (guarded by mu).
+	worker workerWatch
 
 	// bg owns the per-task goroutines (restores, activations).
 	bg     sync.WaitGroup
@@ -214,6 +225,10 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		positions:   map[string]uint64{},
 		hbKick:      make(chan struct{}, 1),
 	}
+	a.worker = newWorkerWatch(opts.RequireWorker, a.started)
+	if opts.RequireWorker {
+		a.metrics.setWorkerState(assign.WorkerDetached)
+	}
 	rewatch := make(chan struct{})
 	a.rewatch.Store(&rewatch)
 	if info, ok := store.Rebuilt(); ok {
@@ -271,7 +286,7 @@ func newIncarnation() string {
 }
 
 // Run takes part in the group until ctx ends: heartbeats, election and
-// leading, applying generations, progress. It returns nil when ctx ends, or
+// leading, applying generations, progress, the worker watch. It returns nil when ctx ends, or
 // the first error that stops it. Run does not leave the group: call Leave
 // and wait for the shutdown signal first for a graceful exit.
 func (a *Agent) Run(ctx context.Context) error {
@@ -282,6 +297,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.runMember(gctx) })
 	g.Go(func() error { return a.runElection(gctx) })
 	g.Go(func() error { return a.runSnapshots(gctx) })
+	g.Go(func() error { return a.runWorkerWatch(gctx) })
 	err := g.Wait()
 	a.stopAllTasks()
 	if errors.Is(err, context.Canceled) {

@@ -50,6 +50,7 @@ func (a *Agent) record() group.MemberRecord {
 		Started:     a.started,
 		Generation:  a.generation,
 	}
+	r.Worker, r.WorkerSince = a.worker.state, a.worker.since
 	if len(a.positions) > 0 {
 		r.Positions = make(map[string]uint64, len(a.positions))
 		for k, v := range a.positions {

@@ -18,7 +18,7 @@ import (
 //	   │            │                           │
 //	   └──activate──┴──▶ Activating ──ready──▶ Active ──release──▶ Released
 //	  (from any phase)      │  ▲                 │  ▲                  │
-//	                        │  └──reactivate─────┘  └────cancel revoke──┘
+//	                        │  └──reactivate─────┘  └────cancel revoke──┘ (or resume)
 //	                       lose                 lose
 //	                        ▼                    │
 //	                       Lost ◀────────────────┘
@@ -29,6 +29,9 @@ import (
 // Activating, Active, Released and Lost are the worker API's role
 // "active": the task is this member's at its epoch. Only Active (and
 // Released, for reads) lets the worker use it; Released refuses commits.
+// A release is the worker's (under revoke) or its agent's, for a worker
+// lost (worker.go); resume undoes the latter when the worker comes back
+// before the group moved the task.
 type taskPhase uint8
 
 const (
@@ -82,14 +85,15 @@ const (
 	evActivate                      // a generation gives it to this member at a new epoch (or again after it was lost)
 	evReactivate                    // its copy missed a commit of its own: activate again at the same epoch
 	evReady                         // the activation appended its epoch marker
-	evRelease                       // the worker released it under revoke
+	evRelease                       // the worker released it under revoke, or its agent did for its lost worker
 	evCancelRevoke                  // the revoke was called off after the release: the worker serves it again
+	evResume                        // the lost worker came back before the group moved the task: it serves it again
 	evLose                          // a fenced append showed a newer owner
 	evDrop                          // a generation no longer places it here
 	numEvents
 )
 
-var eventNames = [numEvents]string{"learn", "stand by", "activate", "reactivate", "ready", "release", "cancel revoke", "lose", "drop"}
+var eventNames = [numEvents]string{"learn", "stand by", "activate", "reactivate", "ready", "release", "cancel revoke", "resume", "lose", "drop"}
 
 func (e taskEvent) String() string {
 	if e < numEvents {
@@ -114,6 +118,7 @@ var transitions = [numEvents]struct {
 	// activation has not finished: it stays released once it does.
 	evRelease:      {[]taskPhase{phaseActivating, phaseActive, phaseReleased}, phaseReleased},
 	evCancelRevoke: {[]taskPhase{phaseReleased}, phaseActive},
+	evResume:       {[]taskPhase{phaseReleased}, phaseActive},
 	evLose:         {[]taskPhase{phaseActivating, phaseActive}, phaseLost},
 	evDrop:         {nil, phaseGone},
 }

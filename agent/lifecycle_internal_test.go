@@ -21,6 +21,7 @@ func TestTaskLifecycle(t *testing.T) {
 		evReady:        {x, x, x, phaseActive, x, x, x},
 		evRelease:      {x, x, x, phaseReleased, phaseReleased, phaseReleased, x},
 		evCancelRevoke: {x, x, x, x, x, phaseActive, x},
+		evResume:       {x, x, x, x, x, phaseActive, x},
 		evLose:         {x, x, x, phaseLost, phaseLost, x, x},
 		evDrop:         {phaseGone, phaseGone, phaseGone, phaseGone, phaseGone, phaseGone, phaseGone},
 	}

@@ -109,13 +109,14 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 
 // keepReleasesLocked keeps the releases the generation gen still waits
 // for: a release is acknowledged until its task leaves this member or is no
-// longer revoked. A release still in force (the worker has not served the
+// longer revoked (one made for a lost worker, while its task stays here). A release still in force (the worker has not served the
 // task since) answers gen's revoke too, even one issued again after a
 // cancel this member never saw, so it is stamped with gen. Callers hold
 // a.mu.
 func (a *Agent) keepReleasesLocked(want map[string]desired, gen uint64) {
 	for id, r := range a.releases {
-		if d, ok := want[id]; !ok || d.role != httpapi.RoleActive || !d.revoking {
+		d, ok := want[id]
+		if !a.keepWorkerReleaseLocked(id, d, ok) && (!ok || d.role != httpapi.RoleActive || !d.revoking) {
 			delete(a.releases, id)
 			continue
 		}

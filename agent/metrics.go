@@ -2,6 +2,8 @@ package agent
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/handoffhq/handoff/agent/assign"
 )
 
 // metrics are the agent's Prometheus metrics. docs/metrics.md lists them;
@@ -23,6 +25,10 @@ type metrics struct {
 	// promotionDelay is, on the leader, the time from hearing that a
 	// learner caught up to publishing the revoke that promotes it.
 	promotionDelay prometheus.Histogram
+	// workerState is 1 for the worker's current state, 0 for the others;
+	// workerLostTasks counts the tasks released for a lost worker.
+	workerState     *prometheus.GaugeVec
+	workerLostTasks prometheus.Counter
 	// storeRebuilds counts starts that found the local store corrupt and
 	// replaced it with an empty one; restoreRefused counts activations
 	// refused because a task's state is nowhere to be found.
@@ -84,6 +90,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "On the leader: time from a learner's caught-up report to the revoke that promotes it (eager mode's reaction time; stable mode waits for its round).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
+		workerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "handoff_worker_state",
+			Help: "1 for the state of this member's worker (attached, detached, lost), 0 for the others; none with --require-worker=false.",
+		}, []string{"state"}),
+		workerLostTasks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_worker_lost_tasks_total",
+			Help: "Active tasks this agent released on behalf of its lost worker (detached for the worker timeout), so that they moved.",
+		}),
 		storeRebuilds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "handoff_store_rebuilds_total",
 			Help: "Starts that found the local store corrupt, moved it aside and started it empty, to be rebuilt from snapshots and the changelog.",
@@ -96,7 +110,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
 			m.commitSeconds, m.fenced, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay,
-			m.storeRebuilds, m.restoreRefused)
+			m.storeRebuilds, m.restoreRefused, m.workerState, m.workerLostTasks)
 	}
 	return m
+}
+
+// setWorkerState makes s the worker's one current state.
+func (m *metrics) setWorkerState(s assign.WorkerState) {
+	for _, st := range []assign.WorkerState{assign.WorkerAttached, assign.WorkerDetached, assign.WorkerLost} {
+		v := 0.0
+		if st == s {
+			v = 1
+		}
+		m.workerState.WithLabelValues(string(st)).Set(v)
+	}
 }

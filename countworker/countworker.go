@@ -77,6 +77,10 @@ type Options struct {
 	// MaxDelay is the longest time a read message waits for its commit;
 	// 0 means DefaultMaxDelay.
 	MaxDelay time.Duration
+	// PollWait is the long-poll's wait on GET /assignment; 0 means
+	// client.DefaultPollWait. A hung worker's open poll keeps it attached
+	// until the wait ends, so a shorter wait lets its agent notice sooner.
+	PollWait time.Duration
 	// Events, if set, receives the event log as JSON lines. A failed
 	// write is logged once and does not stop the worker.
 	Events io.Writer
@@ -96,6 +100,8 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("countworker: group %q: use a name without dots, wildcards, spaces or slashes", o.Group)
 	case o.Batch < 0:
 		return fmt.Errorf("countworker: batch %d: commit at least 1 message at a time", o.Batch)
+	case o.PollWait < 0:
+		return fmt.Errorf("countworker: poll wait %v: use a positive duration such as 30s", o.PollWait)
 	case o.MaxDelay < 0:
 		return fmt.Errorf("countworker: max delay %v: use a positive duration such as 50ms", o.MaxDelay)
 	}
@@ -127,5 +133,5 @@ func Run(ctx context.Context, o Options) error {
 		events:   &eventLog{w: o.Events, log: o.Logger, on: o.OnEvent},
 		log:      o.Logger,
 	}
-	return client.Run(ctx, o.Client, w.process, client.RunOptions{Logger: o.Logger, OnEvent: w.onEvent})
+	return client.Run(ctx, o.Client, w.process, client.RunOptions{Logger: o.Logger, OnEvent: w.onEvent, PollWait: o.PollWait})
 }

@@ -45,6 +45,13 @@ const (
 	StateDone    = wire.StateDone
 )
 
+// Worker states (see wire).
+const (
+	WorkerAttached = wire.WorkerAttached
+	WorkerDetached = wire.WorkerDetached
+	WorkerLost     = wire.WorkerLost
+)
+
 // The documents that describe the group outside a member live in wire, so
 // that readers of the group (the CLI) need not import the server.
 type (

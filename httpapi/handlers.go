@@ -128,6 +128,7 @@ func (s *Server) assignment(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	defer s.worker.begin()()
 	view := s.b.Assignment()
 	if wait > 0 && view.Version <= after {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)

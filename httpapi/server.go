@@ -86,6 +86,11 @@ type Options struct {
 	MaxConns int
 	// Metrics, if non-nil, is served at /metrics (promhttp's handler).
 	Metrics http.Handler
+	// Worker, if non-nil, is told when the worker attaches and detaches
+	// (see WorkerObserver); WorkerGrace is the grace after its last
+	// GET /assignment (DefaultWorkerGrace if zero).
+	Worker      WorkerObserver
+	WorkerGrace time.Duration
 	// Logger receives one debug line per request and the errors behind
 	// 500 responses.
 	Logger zerolog.Logger
@@ -152,6 +157,8 @@ type Server struct {
 
 	shutdownSent     chan struct{} // closed once a view with Shutdown was sent
 	shutdownSentOnce sync.Once
+
+	worker *workerTracker // nil without Options.Worker
 }
 
 // New returns a Server for b. It does not listen yet.
@@ -159,6 +166,7 @@ func New(b Backend, o Options) *Server {
 	o.setDefaults()
 	s := &Server{b: b, opts: o, log: o.Logger, shutdownSent: make(chan struct{}),
 		hosts: map[string]bool{}, cross: http.NewCrossOriginProtection()}
+	s.worker = newWorkerTracker(o.Worker, o.WorkerGrace)
 	if o.Token != "" {
 		s.tokenSum = sha256.Sum256([]byte(o.Token))
 	}
@@ -216,6 +224,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if ln == nil {
 		return errors.New("httpapi: call Listen before Run")
 	}
+	defer s.worker.close() // once every request has ended
 	srv := &http.Server{
 		Handler:           s.mux,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,

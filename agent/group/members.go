@@ -84,7 +84,7 @@ func ApplyMemberUpdate(members map[string]MemberRecord, e jetstream.KeyValueEntr
 	}
 	members[id] = r
 	return !had || old.Incarnation != r.Incarnation || old.Leaving != r.Leaving ||
-		old.Capacity != r.Capacity || old.Zone != r.Zone || !sameReleases(old.Released, r.Released)
+		old.Capacity != r.Capacity || old.Zone != r.Zone || old.Worker != r.Worker || !sameReleases(old.Released, r.Released)
 }
 
 func sameReleases(a, b map[string]assign.Release) bool {

@@ -58,6 +58,11 @@ type MemberRecord struct {
 	Released map[string]assign.Release `json:"released,omitempty"`
 	// Generation is the last generation the member has applied.
 	Generation uint64 `json:"generation"`
+	// Worker is the state of the member's worker ("" when the member
+	// requires none, which counts as attached); WorkerSince is, for a
+	// detached or lost worker, when its last poll ended.
+	Worker      assign.WorkerState `json:"worker,omitempty"`
+	WorkerSince time.Time          `json:"workerSince,omitzero"`
 }
 
 func (r MemberRecord) AssignMember() assign.Member {
@@ -68,6 +73,7 @@ func (r MemberRecord) AssignMember() assign.Member {
 		Leaving:   r.Leaving,
 		Positions: r.Positions,
 		Released:  r.Released,
+		Worker:    r.Worker,
 	}
 }
 

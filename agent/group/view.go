@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/httpapi/wire"
 	"github.com/handoffhq/handoff/snapshot"
 )
@@ -74,7 +75,11 @@ func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progres
 	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		r, live := records[id]
 		ma, inGen := parts[id]
-		mv := wire.MemberView{ID: id, Addr: r.Addr, Zone: r.Zone, Capacity: r.Capacity, Active: []string{}}
+		mv := wire.MemberView{ID: id, Addr: r.Addr, Zone: r.Zone, Capacity: r.Capacity, Active: []string{}, Worker: string(r.Worker)}
+		if live && r.Worker != assign.WorkerAttached && !r.WorkerSince.IsZero() {
+			since := r.WorkerSince
+			mv.WorkerSince = &since
+		}
 		switch {
 		case !live:
 			mv.State = "dead"

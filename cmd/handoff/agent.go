@@ -69,6 +69,8 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			Registerer:   reg,
 			Snapshots:    cfg.Snapshots,
 
+			RequireWorker:   cfg.RequireWorker,
+			WorkerTimeout:   cfg.WorkerTimeout,
 			AcceptStateLoss: acceptStateLoss(cfg),
 		},
 		Listen: cfg.Listen,

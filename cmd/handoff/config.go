@@ -47,6 +47,12 @@ type Config struct {
 	APIBodyTimeout       time.Duration
 	APIMaxConns          int
 
+	// RequireWorker makes the member take active tasks only while its
+	// worker is attached to the API; WorkerTimeout is how long a detached
+	// worker keeps its active tasks before the agent releases them.
+	RequireWorker bool
+	WorkerTimeout time.Duration
+
 	NATS nats
 
 	// StoreMinFreeMB is the free space the local store keeps on its disk
@@ -110,8 +116,10 @@ func DefaultConfig() Config {
 			Keep:     snapshot.DefaultKeep,
 			Margin:   snapshot.DefaultMargin,
 		},
-		LogLevel:  "info",
-		LogFormat: "auto",
+		RequireWorker: true,
+		WorkerTimeout: agent.DefaultWorkerTimeout,
+		LogLevel:      "info",
+		LogFormat:     "auto",
 	}
 }
 
@@ -178,6 +186,9 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure `zone` of this member; standbys go to other zones")
 	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "capacity `weight` of this member's share of tasks")
 	fs.StringVar(&c.APIToken, "api-token", c.APIToken, "if set, API calls but health checks need 'Authorization: Bearer TOKEN'")
+	fs.BoolVar(&c.RequireWorker, "require-worker", c.RequireWorker, "take active tasks only while a worker polls GET /assignment (--require-worker=false for an agent with no worker)")
+	fs.DurationVar(&c.WorkerTimeout, "worker-timeout", c.WorkerTimeout, "a worker gone this `long` loses its active tasks: the agent releases them and they move")
+
 	fs.StringVar(&c.APIAllowedHosts, "api-allowed-hosts", c.APIAllowedHosts, "host `names` (comma-separated) the API answers to besides localhost, IP addresses and the hosts of --listen and --advertise; * for any")
 	fs.DurationVar(&c.APIReadHeaderTimeout, "api-read-header-timeout", c.APIReadHeaderTimeout, "the API closes a connection whose request headers take `longer`")
 	fs.DurationVar(&c.APIBodyTimeout, "api-body-timeout", c.APIBodyTimeout, "the API answers 408 to a request whose body takes `longer` to arrive (long-polls have none)")
@@ -424,6 +435,9 @@ func (c Config) Validate() error {
 	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("--capacity %d: use 1 or more", c.Capacity))
+	}
+	if c.RequireWorker && c.WorkerTimeout <= httpapi.DefaultWorkerGrace {
+		errs = append(errs, fmt.Errorf("--worker-timeout %v: use more than the %v a worker may take between two polls, e.g. %v", c.WorkerTimeout, httpapi.DefaultWorkerGrace, agent.DefaultWorkerTimeout))
 	}
 	if c.StoreMinFreeMB < 0 {
 		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no check) or more", c.StoreMinFreeMB))

@@ -145,6 +145,12 @@ nats-tls-key: /tls/client-key.pem
 			set: []string{"group", "handover", "leave-timeout"},
 		},
 		{
+			name: "agent with no worker",
+			in:   configCase{env: map[string]string{"HANDOFF_REQUIRE_WORKER": "false", "HANDOFF_WORKER_TIMEOUT": "1s"}},
+			want: want(func(c *Config) { c.RequireWorker, c.WorkerTimeout = false, time.Second }),
+			set:  []string{"require-worker", "worker-timeout"},
+		},
+		{
 			name: "flag over file",
 			in:   configCase{file: "capacity: 3\nnats-sync-always: true\n", args: []string{"--capacity", "4", "--nats-sync-always=false"}},
 			want: want(func(c *Config) { c.Capacity = 4 }),
@@ -266,6 +272,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"invalid group", configCase{file: "group: a b\n"}, []string{`--group "a b"`}},
 		{"invalid member ID", configCase{env: map[string]string{"HANDOFF_MEMBER_ID": "orders.0"}}, []string{`--member-id "orders.0"`}},
 		{"capacity 0", configCase{args: []string{"--capacity=0"}}, []string{"--capacity 0: use 1 or more"}},
+		{"worker timeout within the grace", configCase{args: []string{"--worker-timeout=1s"}}, []string{"--worker-timeout 1s: use more than the 1s"}},
 		{"too many replicas", configCase{file: "replicas: 7\n"}, []string{"--replicas 7: use 1 to 5"}},
 		{"listen without port", configCase{file: "listen: localhost\n"}, []string{`--listen "localhost"`}},
 		{"embedded listen without port", configCase{file: "embedded-nats-listen: localhost\n"}, []string{`--embedded-nats-listen "localhost"`}},
@@ -316,6 +323,7 @@ func TestEverySettingHasOneName(t *testing.T) {
 		"nats-user": "u", "release-timeout": "3s", "replicas": "3", "session-timeout": "9s",
 		"stable-max-wait": "50s", "standbys": "2", "stateless-tasks": "s-0..1", "tasks": "t-0..3", "zone": "z",
 		"snapshot-every": "500", "snapshot-interval": "5m0s", "snapshot-keep": "3", "snapshot-margin": "77", "snapshots": "false",
+		"require-worker": "false", "worker-timeout": "12s",
 		"store-min-free-mb": "256", "on-corrupt-store": "fail", "accept-state-loss": "t-1..2",
 		"nats-tls-cert": "", "nats-tls-key": "", // go together: set below
 		"config": "", "print-config": "", // not settings of the file

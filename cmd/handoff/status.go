@@ -135,9 +135,9 @@ func renderGroup(w io.Writer, gv wire.GroupView, now time.Time) {
 		gv.Group, gv.Generation, leader, len(gv.Members), len(gv.Tasks), stateful, len(gv.Tasks)-stateful)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tSTATE\tACTIVE\tLEARNING\tSTANDBY\tZONE\tADDR")
+	fmt.Fprintln(tw, "MEMBER\tSTATE\tWORKER\tACTIVE\tLEARNING\tSTANDBY\tZONE\tADDR")
 	for _, m := range gv.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", m.ID, m.State, len(m.Active), len(m.Learning), len(m.Standby), dash(m.Zone), dash(m.Addr))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", m.ID, m.State, workerCell(m, now), len(m.Active), len(m.Learning), len(m.Standby), dash(m.Zone), dash(m.Addr))
 	}
 	tw.Flush()
 
@@ -256,6 +256,18 @@ func eta(p wire.LearnerProgress) string {
 		return "?"
 	}
 	return p.ETA.Round(100 * time.Millisecond).String()
+}
+
+// workerCell shows a member's worker: attached, or detached or lost with
+// how long ago its last poll ended; - when the member requires no worker.
+func workerCell(m wire.MemberView, now time.Time) string {
+	switch {
+	case m.Worker == "" || m.State == "dead":
+		return "-"
+	case m.WorkerSince != nil && m.Worker != wire.WorkerAttached:
+		return fmt.Sprintf("%s %s", m.Worker, now.Sub(*m.WorkerSince).Round(time.Second))
+	}
+	return m.Worker
 }
 
 func dash(s string) string {

@@ -49,6 +49,7 @@ type config struct {
 	inputStream string
 	batch       int
 	maxDelay    time.Duration
+	pollWait    time.Duration
 	events      string
 	logLevel    string
 }
@@ -64,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.inputStream, "input-stream", "", "the input stream (default INPUT_<group>)")
 	fs.IntVar(&c.batch, "batch", countworker.DefaultBatch, "most messages per commit")
 	fs.DurationVar(&c.maxDelay, "max-delay", countworker.DefaultMaxDelay, "longest time a read message waits for its commit")
+	fs.DurationVar(&c.pollWait, "poll-wait", client.DefaultPollWait, "how long each long-poll of GET /assignment waits for a change")
 	fs.StringVar(&c.events, "events", "", "write JSON-line events to this file (- for stdout)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -80,6 +82,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.batch < 1 {
 		return c, fmt.Errorf("--batch %d: commit at least 1 message at a time", c.batch)
+	}
+	if c.pollWait <= 0 {
+		return c, fmt.Errorf("--poll-wait %v: use a positive duration such as 30s", c.pollWait)
 	}
 	if c.maxDelay <= 0 {
 		return c, fmt.Errorf("--max-delay %v: use a positive duration such as 50ms", c.maxDelay)
@@ -136,6 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Stream:   cfg.inputStream,
 		Batch:    cfg.batch,
 		MaxDelay: cfg.maxDelay,
+		PollWait: cfg.pollWait,
 		Events:   events,
 		Logger:   log,
 	})

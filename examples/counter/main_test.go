@@ -18,6 +18,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "dotted group", args: []string{"--group", "a.b"}, wantErr: true},
 		{name: "zero batch", args: []string{"--batch", "0"}, wantErr: true},
 		{name: "zero delay", args: []string{"--max-delay", "0s"}, wantErr: true},
+		{name: "zero poll wait", args: []string{"--poll-wait", "0s"}, wantErr: true},
 		{name: "stray argument", args: []string{"extra"}, wantErr: true},
 	}
 	for _, tt := range tests {

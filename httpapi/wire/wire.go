@@ -1,8 +1,9 @@
 // Package wire holds the JSON documents of the worker API that also
 // describe the group to readers outside a member: the group's view, a
-// learner's progress, and the names of roles and member states. It has no
-// dependencies, so that the CLI and agent/group can speak them without
-// importing the HTTP server; httpapi re-exports every name.
+// learner's progress, and the names of roles, member states and worker
+// states. It has no dependencies, so that the CLI and agent/group can
+// speak them without importing the HTTP server; httpapi re-exports every
+// name.
 package wire
 
 import "time"
@@ -58,7 +59,20 @@ type MemberView struct {
 	Active   []string `json:"active"`
 	Learning []string `json:"learning,omitempty"`
 	Standby  []string `json:"standby,omitempty"`
+	// Worker is the state of the member's worker: WorkerAttached,
+	// WorkerDetached or WorkerLost; "" for a member that does not require
+	// one (--require-worker=false). WorkerSince is, for a worker detached
+	// or lost, when its last GET /assignment ended.
+	Worker      string     `json:"worker,omitempty"`
+	WorkerSince *time.Time `json:"workerSince,omitempty"`
 }
+
+// Worker states of a MemberView (the values of assign.WorkerState).
+const (
+	WorkerAttached = "attached" // polling GET /assignment; may own active tasks
+	WorkerDetached = "detached" // not polling; keeps its actives, gets no new one
+	WorkerLost     = "lost"     // detached for the worker timeout; its actives were released
+)
 
 // GroupTask is one task in a GroupView.
 type GroupTask struct {

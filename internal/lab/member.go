@@ -121,6 +121,7 @@ func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 		DataDir: m.Dir,
 		Agent: agent.Options{
 			Group: l.opts.Group, MemberID: m.ID, Config: l.opts.Config, Logger: l.log, Registerer: inc.reg,
+			RequireWorker: true, // its worker polls the API over HTTP, as in production
 		},
 		Listen: "127.0.0.1:0",
 		API: httpapi.Options{

@@ -43,19 +43,9 @@ func Settled(gv httpapi.GroupView, members ...string) error {
 // running checks that each task's owner in gv has started it at its epoch
 // in its worker: the activation finished and the worker follows it.
 func (h *Harness) running(gv httpapi.GroupView) error {
-	started := map[string]map[string]uint64{} // member → task → highest epoch started
-	for _, m := range h.Members() {
-		events, err := m.Events.Events()
-		if err != nil {
-			return err
-		}
-		s := map[string]uint64{}
-		for _, e := range events {
-			if e.Type == client.EventStart {
-				s[e.Task] = max(s[e.Task], e.Epoch)
-			}
-		}
-		started[m.ID] = s
+	started, err := h.started()
+	if err != nil {
+		return err
 	}
 	for _, t := range gv.Tasks {
 		if started[t.Active][t.ID] != t.Epoch {
@@ -63,6 +53,26 @@ func (h *Harness) running(gv httpapi.GroupView) error {
 		}
 	}
 	return nil
+}
+
+// started returns, per member and task, the highest epoch its worker has
+// started the task at.
+func (h *Harness) started() (map[string]map[string]uint64, error) {
+	out := map[string]map[string]uint64{}
+	for _, m := range h.Members() {
+		events, err := m.Events.Events()
+		if err != nil {
+			return nil, err
+		}
+		s := map[string]uint64{}
+		for _, e := range events {
+			if e.Type == client.EventStart {
+				s[e.Task] = max(s[e.Task], e.Epoch)
+			}
+		}
+		out[m.ID] = s
+	}
+	return out, nil
 }
 
 // WaitSettled waits until the group is settled over exactly members and

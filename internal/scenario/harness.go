@@ -23,7 +23,7 @@ import (
 // the observers. Create it with New; everything it started is killed when
 // the test ends.
 type Harness struct {
-	t     *testing.T
+	t     testing.TB
 	opts  Options
 	bins  Binaries
 	start time.Time
@@ -51,7 +51,7 @@ var httpClient = &http.Client{Timeout: 5 * time.Second}
 // input stream, connects the harness's observers and registers the cleanup
 // that kills every process and, if the test failed, logs the tails of the
 // logs. Set HANDOFF_SCENARIO_KEEP=1 to keep the directory afterwards.
-func New(t *testing.T, o Options) *Harness {
+func New(t testing.TB, o Options) *Harness {
 	t.Helper()
 	o = o.withDefaults()
 	bins, err := Build()

@@ -64,6 +64,9 @@ func (h *Harness) newMember(id string) (*Member, error) {
 	if o.Stateless != "" {
 		args = append(args, "--stateless-tasks", o.Stateless)
 	}
+	if o.WorkerTimeout > 0 {
+		args = append(args, "--worker-timeout", o.WorkerTimeout.String())
+	}
 	m := &Member{
 		ID:        id,
 		Dir:       dir,
@@ -132,6 +135,9 @@ func (m *Member) StartWorker() error {
 		"--events", filepath.Join(m.Dir, "events.jsonl"),
 		"--batch", strconv.Itoa(m.h.opts.Batch),
 		"--max-delay", m.h.opts.MaxDelay.String(),
+	}
+	if m.h.opts.PollWait > 0 {
+		m.Worker.Args = append(m.Worker.Args, "--poll-wait", m.h.opts.PollWait.String())
 	}
 	before := m.workerLog.starts()
 	if err := m.Worker.Start(); err != nil {

@@ -28,6 +28,10 @@ type Options struct {
 	// Batch and MaxDelay are the counter workers' commit batching.
 	Batch    int
 	MaxDelay time.Duration
+	// WorkerTimeout is the agents' --worker-timeout and PollWait the
+	// workers' --poll-wait; zero leaves each program's default.
+	WorkerTimeout time.Duration
+	PollWait      time.Duration
 }
 
 // DefaultOptions is a group of 10 stateful and 2 stateless tasks with a 3s

@@ -32,7 +32,8 @@ type Options struct {
 	Store statestore.Options
 	Agent agent.Options
 	// Listen is the worker API's address ("127.0.0.1:0" picks a port);
-	// empty means the member serves no API.
+	// empty means the member serves no API. The API tells the agent when
+	// its worker attaches and detaches unless API.Worker says otherwise.
 	Listen string
 	API    httpapi.Options
 	// OpenTimeout bounds joining the group's NATS resources; 0 means 30 s.
@@ -81,7 +82,11 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 	if o.Listen == "" {
 		return m, nil
 	}
-	m.API = httpapi.New(m.Agent, o.API)
+	api := o.API
+	if api.Worker == nil {
+		api.Worker = m.Agent // the worker's polls tell the agent it is there
+	}
+	m.API = httpapi.New(m.Agent, api)
 	if m.Addr, err = m.API.Listen(o.Listen); err != nil {
 		m.Agent.Abandon()
 		return nil, fmt.Errorf("worker API: %w", err)

@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// DefaultWorkerTimeout is how long a worker may stay detached before its
+// agent declares it lost, when Options.WorkerTimeout is zero. It covers an
+// in-place restart of a crashed worker (docs/operations.md says why).
+const DefaultWorkerTimeout = 30 * time.Second
+
+// workerWatch is what the agent knows of the worker next to it, as the
+// worker API reports it. It is guarded by the agent's mu.
+type workerWatch struct {
+	state assign.WorkerState // "" when the member requires no worker
+	// since is, for a detached or lost worker, when its last poll ended
+	// (or when the agent started, if no worker has attached yet).
+	since time.Time
+	// released holds the epoch of each task the agent released on behalf
+	// of its lost worker, while the task is still here at that epoch.
+	released map[string]uint64
+	kick     chan struct{} // wakes runWorkerWatch when the state changes
+}
+
+// newWorkerWatch returns the watch of an agent started at start: detached
+// since then if it requires a worker, untracked if not.
+func newWorkerWatch(required bool, start time.Time) workerWatch {
+	w := workerWatch{released: map[string]uint64{}, kick: make(chan struct{}, 1)}
+	if required {
+		w.state, w.since = assign.WorkerDetached, start
+	}
+	return w
+}
+
+// WorkerAttached implements httpapi.WorkerObserver: the worker polls
+// again. A worker that was lost gets back the tasks its agent released for
+// it that the group has not moved yet (not planned yet, or nowhere else to
+// go): they are still this member's at the same epoch, so it serves them
+// again. If the leader moves one anyway, on the release it saw, the new
+// owner's fenced epoch marker finds the commits made meanwhile and replays
+// them: nothing acknowledged is lost.
+func (a *Agent) WorkerAttached(time.Time) {
+	if !a.opts.RequireWorker {
+		return
+	}
+	a.mu.Lock()
+	prev := a.worker.state
+	a.worker.state, a.worker.since = assign.WorkerAttached, time.Time{}
+	var resumed []string
+	for _, id := range slices.Sorted(maps.Keys(a.worker.released)) {
+		epoch := a.worker.released[id]
+		delete(a.worker.released, id)
+		t := a.tasks[id]
+		if t == nil {
+			continue
+		}
+		t.mu.Lock()
+		if t.phase == phaseReleased && t.epoch == epoch && !t.revoking && t.move(evResume) {
+			delete(a.releases, id)
+			resumed = append(resumed, id)
+		}
+		t.mu.Unlock()
+	}
+	if len(resumed) > 0 {
+		a.bumpViewLocked()
+	}
+	a.metrics.setWorkerState(assign.WorkerAttached)
+	a.mu.Unlock()
+	a.kickHeartbeat()
+	a.kickWorkerWatch()
+	if prev != assign.WorkerAttached {
+		a.log.Info().Str(fWorker, string(prev)).Strs("resumed", resumed).Msg("worker attached")
+	}
+}
+
+// WorkerDetached implements httpapi.WorkerObserver: the worker has not
+// polled since since, the grace included. It keeps its active tasks until
+// the worker timeout has passed from since.
+func (a *Agent) WorkerDetached(since time.Time) {
+	if !a.opts.RequireWorker {
+		return
+	}
+	a.mu.Lock()
+	if a.worker.state != assign.WorkerAttached {
+		a.mu.Unlock()
+		return
+	}
+	a.worker.state, a.worker.since = assign.WorkerDetached, since
+	a.metrics.setWorkerState(assign.WorkerDetached)
+	a.mu.Unlock()
+	a.kickHeartbeat()
+	a.kickWorkerWatch()
+	a.log.Warn().Time("since", since).Dur("timeout", a.workerTimeout()).
+		Msg("worker detached: it has not polled /assignment; it keeps its tasks until the worker timeout")
+}
+
+func (a *Agent) kickWorkerWatch() {
+	select {
+	case a.worker.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) workerTimeout() time.Duration {
+	if a.opts.WorkerTimeout > 0 {
+		return a.opts.WorkerTimeout
+	}
+	return DefaultWorkerTimeout
+}
+
+// runWorkerWatch declares the worker lost once it has been detached for the
+// worker timeout (CheckWorker), until ctx ends.
+func (a *Agent) runWorkerWatch(ctx context.Context) error {
+	if !a.opts.RequireWorker {
+		return nil
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		a.mu.Lock()
+		state, since := a.worker.state, a.worker.since
+		a.mu.Unlock()
+		timer.Stop()
+		var due <-chan time.Time
+		if state == assign.WorkerDetached {
+			timer.Reset(time.Until(since.Add(a.workerTimeout())))
+			due = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.worker.kick:
+		case now := <-due:
+			a.CheckWorker(now)
+		}
+	}
+}
+
+// CheckWorker declares the worker lost if, at now, it has been detached for
+// the worker timeout. The agent then releases each active task on the
+// worker's behalf at the last commit it acknowledged (a commit in flight
+// finishes first), refuses every later commit, and publishes its record
+// with the worker lost and the releases, so that the leader moves the
+// tasks at once. The local copies stay. A task still becoming active is
+// not released (the worker never served it at its epoch); the leader
+// moves it all the same. CheckWorker reports whether it declared the
+// worker lost.
+func (a *Agent) CheckWorker(now time.Time) bool {
+	a.mu.Lock()
+	due := a.worker.state == assign.WorkerDetached && !now.Before(a.worker.since.Add(a.workerTimeout()))
+	var actives []*task
+	if due {
+		for _, id := range slices.Sorted(maps.Keys(a.tasks)) {
+			if a.tasks[id].state().phase == phaseActive {
+				actives = append(actives, a.tasks[id])
+			}
+		}
+	}
+	a.mu.Unlock()
+	if !due {
+		return false
+	}
+	// Lock order: every commitMu, then a.mu, then each task's mu.
+	for _, t := range actives {
+		t.commitMu.Lock()
+		defer t.commitMu.Unlock()
+	}
+	a.mu.Lock()
+	if a.worker.state != assign.WorkerDetached { // attached again meanwhile
+		a.mu.Unlock()
+		return false
+	}
+	var released []string
+	for _, t := range actives {
+		t.mu.Lock()
+		if a.tasks[t.id] == t && t.move(evRelease) {
+			a.releases[t.id] = assign.Release{Epoch: t.epoch, Seq: t.lastSeq, At: now, Generation: a.generation}
+			a.worker.released[t.id] = t.epoch
+			released = append(released, t.id)
+		}
+		t.mu.Unlock()
+	}
+	a.worker.state = assign.WorkerLost
+	since := a.worker.since
+	a.metrics.setWorkerState(assign.WorkerLost)
+	a.metrics.workerLostTasks.Add(float64(len(released)))
+	a.bumpViewLocked()
+	a.mu.Unlock()
+	a.kickHeartbeat()
+	a.log.Warn().Time("since", since).Strs("released", released).
+		Msg("worker lost: released its active tasks on its behalf; the group moves them")
+	return true
+}
+
+// keepWorkerReleaseLocked reports whether the release of task id made for
+// the lost worker still holds in a generation that wants d of the task (ok
+// false: it wants nothing): while the task is still active here at the
+// release's epoch. Callers hold a.mu.
+func (a *Agent) keepWorkerReleaseLocked(id string, d desired, ok bool) bool {
+	epoch, mine := a.worker.released[id]
+	if !mine {
+		return false
+	}
+	if !ok || d.role != httpapi.RoleActive || d.epoch != epoch {
+		delete(a.worker.released, id)
+		return false
+	}
+	return true
+}
+
+var _ httpapi.WorkerObserver = (*Agent)(nil)
