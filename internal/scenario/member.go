@@ -172,6 +172,20 @@ func (m *Member) Kill() error {
 	return errors.Join(m.Agent.Kill(), m.Worker.Kill())
 }
 
+// KillAgent SIGKILLs the agent only; the worker runs on against an agent
+// that is gone, until the scenario kills or restarts it.
+func (m *Member) KillAgent() error {
+	m.stopped = true
+	return m.Agent.Kill()
+}
+
+// KillWorker SIGKILLs the worker only; the agent runs on and holds the
+// member's tasks. StartWorker starts a new worker against it.
+func (m *Member) KillWorker() error {
+	m.stopped = true
+	return m.Worker.Kill()
+}
+
 // Pause SIGSTOPs the agent and the worker; Resume SIGCONTs them.
 func (m *Member) Pause() error { return errors.Join(m.Agent.Pause(), m.Worker.Pause()) }
 
