@@ -18,9 +18,11 @@ import (
 // bytes over a fixed key space of 1,000 keys per task, back to back — for
 // HANDOFF_STORM (e.g. 2m), and logs the agent's RSS every 10 seconds: it
 // tells a leak (RSS rising with the commits) from caches and memtables
-// filling up to their bounds (RSS flattening while the commits go on). Set
-// GODEBUG=gctrace=1 as well to get the agent's Go heap in its log. Skipped
-// unless HANDOFF_STORM is set.
+// filling up to their bounds (RSS flattening while the commits go on); a
+// storm of 2 minutes or more fails if the RSS rose by more than a quarter
+// in its second half. Set GODEBUG=gctrace=1 (and HANDOFF_SCENARIO_KEEP=1)
+// as well to get the agent's Go heap in its log. Skipped unless
+// HANDOFF_STORM is set.
 func TestCommitStormRSS(t *testing.T) {
 	v := os.Getenv("HANDOFF_STORM")
 	if v == "" {
@@ -84,11 +86,18 @@ func TestCommitStormRSS(t *testing.T) {
 
 	start := time.Now()
 	var series []string
+	var atHalf, lateMax int64 // RSS at half time, and the most after it
 	sample := func() {
 		rss, err := RSS(m.Agent.Pid())
 		if err != nil {
 			t.Error(err)
 			return
+		}
+		if time.Since(start) >= d/2 {
+			if atHalf == 0 {
+				atHalf = rss
+			}
+			lateMax = max(lateMax, rss)
 		}
 		s := fmt.Sprintf("%4.0fs %s (%d commits)", time.Since(start).Seconds(), mb(rss), commits.Load())
 		series = append(series, s)
@@ -111,4 +120,9 @@ func TestCommitStormRSS(t *testing.T) {
 	sample()
 	h.Logf("commit storm of %s: %d commits of 100 puts (%.0f/s); agent RSS:\n  %s", d, commits.Load(),
 		float64(commits.Load())/time.Since(start).Seconds(), strings.Join(series, "\n  "))
+	// The memtables reach their largest size within the first minute of
+	// a storm; from then on a growing RSS is a leak.
+	if d >= 2*time.Minute && atHalf > 0 && float64(lateMax) > 1.25*float64(atHalf) {
+		t.Errorf("agent RSS kept rising through the second half of the storm: %s at half time, up to %s after: a leak?", mb(atHalf), mb(lateMax))
+	}
 }
