@@ -46,12 +46,18 @@ func ValidMemberID(id string) bool { return memberIDPattern.MatchString(id) }
 type MemberRecord struct {
 	ID string `json:"id"`
 	// Incarnation changes with every process start.
-	Incarnation string    `json:"incarnation"`
-	Addr        string    `json:"addr,omitempty"`
-	Zone        string    `json:"zone,omitempty"`
-	Capacity    int       `json:"capacity"`
-	Leaving     bool      `json:"leaving,omitempty"`
-	Started     time.Time `json:"started"`
+	Incarnation string `json:"incarnation"`
+	// Owner names the data dir the agent runs on: an agent restarted on
+	// it is the same member (see ClaimMember).
+	Owner string `json:"owner,omitempty"`
+	// Host is the name of the agent's machine, to name a holder of the
+	// member ID in an error.
+	Host     string    `json:"host,omitempty"`
+	Addr     string    `json:"addr,omitempty"`
+	Zone     string    `json:"zone,omitempty"`
+	Capacity int       `json:"capacity"`
+	Leaving  bool      `json:"leaving,omitempty"`
+	Started  time.Time `json:"started"`
 	// Positions is the applied changelog sequence of each local copy.
 	Positions map[string]uint64 `json:"positions,omitempty"`
 	// Released acknowledges revokes (see assign.Member.Released).

@@ -25,14 +25,16 @@ import (
 
 // Options configure a Member.
 type Options struct {
-	// DataDir holds the member's local state (in DataDir/state).
+	// DataDir holds the member's local state (in DataDir/state) and its
+	// owner token (DataDir/owner, see agent.Options.Owner).
 	DataDir string
 	Agent   agent.Options
 	// Listen is the worker API's address ("127.0.0.1:0" picks a port);
 	// empty means the member serves no API.
 	Listen string
 	API    httpapi.Options
-	// OpenTimeout bounds joining the group's NATS resources; 0 means 30 s.
+	// OpenTimeout bounds joining the group's NATS resources; 0 means 30 s
+	// plus two session timeouts.
 	OpenTimeout time.Duration
 	// Logger gets the store's log and the member's own events.
 	Logger zerolog.Logger
@@ -63,9 +65,16 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 			_ = m.Store.Close()
 		}
 	}()
+	if o.Agent.Owner == "" {
+		if o.Agent.Owner, err = dataDirOwner(o.DataDir); err != nil {
+			return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
+		}
+	}
 	timeout := o.OpenTimeout
 	if timeout == 0 {
-		timeout = 30 * time.Second
+		// Joining may wait up to one and a half session timeouts for the
+		// record of a dead holder of the member ID to expire.
+		timeout = 30*time.Second + 2*o.Agent.Config.SessionTimeout.D()
 	}
 	openCtx, cancel := context.WithTimeout(ctx, timeout)
 	m.Agent, err = agent.Open(openCtx, nc, m.Store, o.Agent)
