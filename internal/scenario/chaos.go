@@ -16,41 +16,32 @@ const settleTimeout = 2 * time.Minute
 func (h *Harness) Inject(f Fault, running []string) {
 	h.t.Helper()
 	h.Logf("fault %d (seed %d): %s", f.N, f.Seed, f)
+	m := h.members[f.Member] // nil for NATS and rolling restarts, and a new member's join
 	switch f.Kind {
 	case FaultKillMember:
-		m := h.Member(f.Member)
-		h.must(m.Kill())
-		hold(f.Delay)
-		h.Restart(m)
+		h.outage(f, m.Kill, func() { h.Restart(m) })
 	case FaultKillAgent:
-		m := h.Member(f.Member)
-		h.must(m.KillAgent())
-		hold(f.Delay)
-		// The worker points at the dead agent's port: it goes with it.
-		h.must(m.Worker.Kill())
-		h.Restart(m)
+		h.outage(f, m.KillAgent, func() {
+			// The worker points at the dead agent's port: it goes with it.
+			h.must(m.Worker.Kill())
+			h.Restart(m)
+		})
 	case FaultKillWorker:
-		m := h.Member(f.Member)
-		h.must(m.KillWorker())
-		hold(f.Delay)
-		h.StartWorker(m)
+		h.outage(f, m.KillWorker, func() { h.StartWorker(m) })
 	case FaultPause:
-		m := h.Member(f.Member)
-		h.must(m.Pause())
-		hold(f.Delay)
-		h.must(m.Resume())
+		h.outage(f, m.Pause, func() { h.must(m.Resume()) })
 	case FaultNATS:
 		h.restartNATS(f.Delay)
 	case FaultLeave:
-		h.leave(h.Member(f.Member))
+		h.leave(m)
 	case FaultJoin:
-		if m, ok := h.members[f.Member]; ok {
+		if m != nil {
 			h.Restart(m)
 		} else {
 			h.AddMember(f.Member)
 		}
 	case FaultTerminate:
-		h.terminateAndRestart(h.Member(f.Member))
+		h.terminateAndRestart(m)
 	case FaultRolling:
 		for _, id := range running {
 			h.terminateAndRestart(h.Member(id))
@@ -62,6 +53,15 @@ func (h *Harness) Inject(f Fault, running []string) {
 	if f.Settle {
 		h.WaitSettled(settleTimeout, running...)
 	}
+}
+
+// outage stops part of a member with stop, lets the outage last f.Delay
+// and ends it with end.
+func (h *Harness) outage(f Fault, stop func() error, end func()) {
+	h.t.Helper()
+	h.must(stop())
+	hold(f.Delay)
+	end()
 }
 
 // must fails the test on err.
