@@ -140,6 +140,10 @@ func ClaimMember(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 	}
 }
 
+// maxRefreshAttempts bounds the writes of one Refresh whose revision check
+// fails: each failure moves the claim to the revision it read back.
+const maxRefreshAttempts = 5
+
 // errFenced is a write refused because the record is not at the revision
 // the claim expected.
 var errFenced = errors.New("member record changed")
@@ -156,7 +160,10 @@ func (c *MemberClaim) Refresh(ctx context.Context, rec MemberRecord) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for {
+	for attempt := 0; ; attempt++ {
+		if attempt == maxRefreshAttempts {
+			return fmt.Errorf("refresh member record: it changed under each of %d writes", attempt)
+		}
 		rev, err := c.publish(ctx, value, c.rev)
 		if err == nil {
 			c.rev = rev
