@@ -1,8 +1,9 @@
 // Package group is the one home of a group's data model in NATS: the keys
 // of its KV bucket and the records stored under them, their encoding, the
 // leader's lease and the writes fenced on it, publishing and reading a
-// generation, the member records, the progress subjects and their
-// messages, and reading or watching the whole group. It exists so that the
+// generation, the member records and the claim on a member ID that guards
+// their writes, the progress subjects and their messages, and reading or
+// watching the whole group. It exists so that the
 // agent's runtime (package agent) and the readers of a group (the CLI's
 // status, group and plan commands) share one definition of what lives in
 // NATS, and so that a reader needs none of the runtime. It imports no
