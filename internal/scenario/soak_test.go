@@ -116,6 +116,11 @@ func TestChaosSoak(t *testing.T) {
 	fmt.Fprintf(&b, "  faults injected: %d (%s)\n", len(faults), strings.Join(names, ", "))
 	fmt.Fprintf(&b, "  commits acknowledged: %d; commits lost: %d; acknowledged to a stale owner: %d; refused: %d; worker restarts: %d\n",
 		rep.Commits, lost, stale, rep.Refused, rep.Restarts)
+	takeOvers := 0
+	for _, m := range h.Members() {
+		takeOvers += m.Log.Count("took over the member record of this data dir's previous run")
+	}
+	fmt.Fprintf(&b, "  restarts that took their live member record over (back before the session timeout): %d\n", takeOvers)
 	fmt.Fprintf(&b, "  agent RSS (each run of each agent, first and last sample, max):\n")
 	for _, r := range runs {
 		fmt.Fprintf(&b, "    %-3s pid %-7d %s → %s (max %s) over %s\n", r.Member, r.Pid, mb(r.First), mb(r.Last), mb(r.Max),
