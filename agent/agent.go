@@ -63,7 +63,7 @@ type Options struct {
 	// Registerer receives the agent's metrics; nil means none.
 	Registerer prometheus.Registerer
 	// Snapshots configure the snapshots this member takes of the tasks it
-	// owns (snapshot.go); the zero value takes them with the defaults.
+	// owns (snapshotter.go); the zero value takes them with the defaults.
 	Snapshots SnapshotOptions
 	// Owner names the local state this agent runs on (the CLI keeps it in
 	// the data dir). The member ID is exclusive: Open refuses it while an
@@ -71,6 +71,10 @@ type Options struct {
 	// the same Owner takes its record over at once. Empty means a fresh
 	// owner at every Open.
 	Owner string
+	// AcceptStateLoss names tasks this member activates empty even when
+	// the group's records show a history that is nowhere to be found
+	// (restore.ErrLost): the operator accepts that their state is lost.
+	AcceptStateLoss []string
 }
 
 // Agent is one member's sidecar. Open it, Run it, Close it. It holds what
@@ -228,6 +232,10 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	}
 	rewatch := make(chan struct{})
 	a.rewatch.Store(&rewatch)
+	if info, ok := store.Rebuilt(); ok {
+		a.metrics.storeRebuilds.Inc()
+		a.log.Warn().Str("movedTo", info.MovedTo).Msg("the local store was rebuilt empty: every task this member gets is restored from its snapshot and the changelog")
+	}
 	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
 		replayNC.Close()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/natstest"
@@ -34,6 +35,9 @@ type cluster struct {
 	js      jetstream.JetStream
 	// registry, if set, gives members their metrics registries.
 	registry map[string]*prometheus.Registry
+	// storeOptions and agentOptions, if set, adjust a member's options.
+	storeOptions func(id string) statestore.Options
+	agentOptions func(id string, o *agent.Options)
 }
 
 // member is one running agent with its own NATS connection and store.
@@ -104,19 +108,23 @@ func (c *cluster) run(m *member, snaps agent.SnapshotOptions) *member {
 	if r := c.registry[m.id]; r != nil {
 		reg = r
 	}
-	m.sc, err = sidecar.Open(ctx, m.nc, sidecar.Options{
-		DataDir: m.dir,
-		Agent: agent.Options{
-			Group: c.group, MemberID: m.id, Config: c.cfg, Logger: c.logger(m.id), Registerer: reg, Snapshots: snaps,
-		},
-		Logger: c.logger(m.id),
-	})
+	aopts := agent.Options{
+		Group: c.group, MemberID: m.id, Config: c.cfg, Logger: c.logger(m.id), Registerer: reg, Snapshots: snaps,
+	}
+	if c.agentOptions != nil {
+		c.agentOptions(m.id, &aopts)
+	}
+	var sopts statestore.Options
+	if c.storeOptions != nil {
+		sopts = c.storeOptions(m.id)
+	}
+	m.sc, err = sidecar.Open(ctx, m.nc, sidecar.Options{DataDir: m.dir, Store: sopts, Agent: aopts, Logger: c.logger(m.id)})
 	if err != nil {
 		c.t.Fatalf("open member %s: %v", m.id, err)
 	}
 	m.a, m.store = m.sc.Agent, m.sc.Store
 	if c.kv == nil {
-		if c.kv, err = c.js.KeyValue(ctx, agent.BucketName(c.group)); err != nil {
+		if c.kv, err = c.js.KeyValue(ctx, group.BucketName(c.group)); err != nil {
 			c.t.Fatalf("open bucket: %v", err)
 		}
 	}
@@ -175,7 +183,7 @@ func (c *cluster) view() httpapi.GroupView {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	gv, err := agent.ReadGroup(ctx, c.kv, c.group, nil)
+	gv, err := group.ReadGroup(ctx, c.kv, c.group, nil)
 	if err != nil {
 		c.t.Fatalf("read group: %v", err)
 	}

@@ -41,7 +41,7 @@ func (a *Agent) runMember(ctx context.Context) error {
 	return nil
 }
 
-// applyGeneration reads this member's entry of g and reconciles the task
+// applyGeneration reads this member's assignment in g and reconciles the task
 // runtimes with it.
 func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) error {
 	a.mu.Lock()
@@ -50,25 +50,25 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 		return nil
 	}
 	prevRev := a.assignedRev
-	prevEntry := a.assigned
+	prevAssigned := a.assigned
 	a.mu.Unlock()
 
-	rev, included := g.Entries[a.opts.MemberID]
-	entry := group.MemberAssignment{Member: a.opts.MemberID}
+	rev, included := g.Assignments[a.opts.MemberID]
+	mine := group.MemberAssignment{Member: a.opts.MemberID}
 	switch {
 	case !included:
 	case rev == prevRev:
-		entry = prevEntry
+		mine = prevAssigned
 	default:
 		_, e, err := group.ReadMemberAssignment(ctx, a.kv, a.opts.MemberID, rev)
 		if err != nil {
 			return err
 		}
-		entry = e
+		mine = e
 	}
 
 	want := map[string]desired{}
-	for id, t := range entry.Tasks {
+	for id, t := range mine.Tasks {
 		want[id] = desired{
 			role:       httpapi.RoleActive,
 			epoch:      t.Epoch,
@@ -77,17 +77,17 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 			handoffAt:  t.HandoffAt,
 		}
 	}
-	for _, id := range entry.Learning {
+	for _, id := range mine.Learning {
 		want[id] = desired{role: httpapi.RoleLearner}
 	}
-	for _, id := range entry.Standby {
+	for _, id := range mine.Standby {
 		want[id] = desired{role: httpapi.RoleStandby}
 	}
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.generation = g.Generation
-	a.assigned = entry
+	a.assigned = mine
 	a.assignedRev = rev
 	if included {
 		a.included = true

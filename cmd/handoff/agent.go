@@ -15,9 +15,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/sidecar"
+	"github.com/handoffhq/handoff/statestore"
 )
 
 func init() {
@@ -53,6 +55,7 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := sidecar.Open(ctx, nc, sidecar.Options{
 		DataDir: cfg.DataDir,
+		Store:   storeOptions(cfg),
 		Agent: agent.Options{
 			Group:        cfg.Group,
 			MemberID:     cfg.MemberID,
@@ -65,6 +68,8 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			Logger:       log,
 			Registerer:   reg,
 			Snapshots:    cfg.Snapshots,
+
+			AcceptStateLoss: acceptStateLoss(cfg),
 		},
 		Listen: cfg.Listen,
 		API: httpapi.Options{
@@ -174,4 +179,23 @@ func closeLogged(log zerolog.Logger, what string, close func() error) {
 	if err := close(); err != nil {
 		log.Warn().Err(err).Msgf("close %s", what)
 	}
+}
+
+// storeOptions are the local store's options from cfg.
+func storeOptions(cfg Config) statestore.Options {
+	minFree := int64(cfg.StoreMinFreeMB) << 20
+	if minFree == 0 {
+		minFree = -1 // no check
+	}
+	return statestore.Options{MinFree: minFree, OnCorrupt: statestore.CorruptPolicy(cfg.OnCorruptStore)}
+}
+
+// acceptStateLoss expands --accept-state-loss (checked when it was set).
+func acceptStateLoss(cfg Config) []string {
+	var ids []string
+	for _, spec := range cfg.AcceptStateLoss {
+		more, _ := assign.ExpandSpec(spec)
+		ids = append(ids, more...)
+	}
+	return ids
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/redact"
 	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/statestore"
 )
 
 // Config is everything 'handoff agent' is configured by. Every setting has
@@ -47,6 +48,14 @@ type Config struct {
 	APIMaxConns          int
 
 	NATS nats
+
+	// StoreMinFreeMB is the free space the local store keeps on its disk
+	// (0: no check); OnCorruptStore what a start does with a corrupt one.
+	StoreMinFreeMB int
+	OnCorruptStore string
+	// AcceptStateLoss is a task spec: tasks this member starts empty when
+	// their state is lost (their changelog was purged).
+	AcceptStateLoss []string
 
 	// Snapshots configure the snapshots this member takes of the tasks it
 	// owns; SnapshotsOn is their on/off switch (Snapshots.Disabled is set
@@ -92,6 +101,9 @@ func DefaultConfig() Config {
 		NATS:                 nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
 		GroupConfig:          assign.DefaultConfig(),
 		SnapshotsOn:          true,
+
+		StoreMinFreeMB: statestore.DefaultMinFree >> 20,
+		OnCorruptStore: string(statestore.Rebuild),
 		Snapshots: agent.SnapshotOptions{
 			Every:    agent.DefaultSnapshotEvery,
 			Interval: agent.DefaultSnapshotInterval,
@@ -170,6 +182,10 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.APIReadHeaderTimeout, "api-read-header-timeout", c.APIReadHeaderTimeout, "the API closes a connection whose request headers take `longer`")
 	fs.DurationVar(&c.APIBodyTimeout, "api-body-timeout", c.APIBodyTimeout, "the API answers 408 to a request whose body takes `longer` to arrive (long-polls have none)")
 	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API serves at once; more wait until one closes")
+
+	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no check)")
+	fs.Var(specValue{&c.AcceptStateLoss}, "accept-state-loss", "stateful task `IDs` (like --tasks) this member starts empty although the group shows they had state that is gone (their changelog was purged); remove once they run")
+	fs.StringVar(&c.OnCorruptStore, "on-corrupt-store", c.OnCorruptStore, "`policy` for a local store found corrupt: rebuild (move it aside, restore the tasks from snapshots and the changelog) or fail")
 
 	natsFlags(fs, &c.NATS, "NATS server `URL`s (comma-separated); empty runs an embedded single-node server")
 	fs.StringVar(&c.NATS.EmbeddedListen, "embedded-nats-listen", c.NATS.EmbeddedListen, "`address` of the embedded NATS server (when --nats is empty); other than loopback it needs --nats-token or --nats-user and --nats-password, which it then requires of every client")
@@ -408,6 +424,14 @@ func (c Config) Validate() error {
 	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("--capacity %d: use 1 or more", c.Capacity))
+	}
+	if c.StoreMinFreeMB < 0 {
+		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no check) or more", c.StoreMinFreeMB))
+	}
+	switch statestore.CorruptPolicy(c.OnCorruptStore) {
+	case statestore.Rebuild, statestore.Fail:
+	default:
+		errs = append(errs, fmt.Errorf("--on-corrupt-store %q: use rebuild or fail", c.OnCorruptStore))
 	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("--replicas %d: use 1 to 5", c.NATS.Replicas))

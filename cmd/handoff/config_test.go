@@ -283,6 +283,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"log format", configCase{file: "log-format: xml\n"}, []string{`--log-format "xml"`}},
 		{"short session timeout", configCase{file: "session-timeout: 1s\n"}, []string{"session timeout 1s"}},
 		{"task twice", configCase{file: "tasks: [a]\nstateless-tasks: [a]\n"}, []string{`task "a" is listed twice`}},
+		{"negative store reserve", configCase{file: "store-min-free-mb: -1\n"}, []string{"--store-min-free-mb -1"}},
+		{"corrupt store policy", configCase{file: "on-corrupt-store: ignore\n"}, []string{`--on-corrupt-store "ignore": use rebuild or fail`}},
 		{"every problem at once", configCase{file: "capacity: 0\nreplicas: 0\nlog-format: xml\n"}, []string{"--capacity", "--replicas", "--log-format"}},
 	}
 	for _, tt := range tests {
@@ -314,6 +316,7 @@ func TestEverySettingHasOneName(t *testing.T) {
 		"nats-user": "u", "release-timeout": "3s", "replicas": "3", "session-timeout": "9s",
 		"stable-max-wait": "50s", "standbys": "2", "stateless-tasks": "s-0..1", "tasks": "t-0..3", "zone": "z",
 		"snapshot-every": "500", "snapshot-interval": "5m0s", "snapshot-keep": "3", "snapshot-margin": "77", "snapshots": "false",
+		"store-min-free-mb": "256", "on-corrupt-store": "fail", "accept-state-loss": "t-1..2",
 		"nats-tls-cert": "", "nats-tls-key": "", // go together: set below
 		"config": "", "print-config": "", // not settings of the file
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
@@ -66,6 +66,18 @@ type agentProc struct {
 // holding no HANDOFF_* variables but env, and waits until its API listens.
 func startAgent(t *testing.T, name string, env []string, args ...string) *agentProc {
 	t.Helper()
+	p := spawnAgent(t, name, env, args...)
+	started := p.waitLog("agent started", startDeadline)
+	p.api, _ = started["api"].(string)
+	if p.api == "" {
+		t.Fatalf("%s logged %v: no api address", name, started)
+	}
+	return p
+}
+
+// spawnAgent is startAgent without the wait.
+func spawnAgent(t *testing.T, name string, env []string, args ...string) *agentProc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"agent", "--log-format", "json"}, args...)...)
 	cmd.Env = []string{envRunMain + "=1", "PATH=" + os.Getenv("PATH")}
 	for _, k := range []string{"TMPDIR", "GORACE", "GOCOVERDIR"} {
@@ -103,11 +115,6 @@ func startAgent(t *testing.T, name string, env []string, args ...string) *agentP
 			t.Logf("%s's log:\n%s", name, p.output())
 		}
 	})
-	started := p.waitLog("agent started", startDeadline)
-	p.api, _ = started["api"].(string)
-	if p.api == "" {
-		t.Fatalf("%s logged %v: no api address", name, started)
-	}
 	return p
 }
 
@@ -293,7 +300,7 @@ func TestSignalLeavesThenExits(t *testing.T) {
 }
 
 // memberRecord reads a member's record from its group's bucket.
-func memberRecord(t *testing.T, natsURL, group, member string) (jetstream.KeyValueEntry, error) {
+func memberRecord(t *testing.T, natsURL, groupName, member string) (jetstream.KeyValueEntry, error) {
 	t.Helper()
 	nc, err := natsgo.Connect(natsURL)
 	if err != nil {
@@ -306,9 +313,9 @@ func memberRecord(t *testing.T, natsURL, group, member string) (jetstream.KeyVal
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, agent.BucketName(group))
+	kv, err := js.KeyValue(ctx, group.BucketName(groupName))
 	if err != nil {
-		t.Fatalf("open group %s's bucket: %v", group, err)
+		t.Fatalf("open group %s's bucket: %v", groupName, err)
 	}
 	return kv.Get(ctx, "members."+member)
 }
