@@ -5,10 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // OwnerFile is the file in a data dir that holds its owner token (see
@@ -16,30 +17,60 @@ import (
 // member, an agent on another data dir with the same member ID is not.
 const OwnerFile = "owner"
 
-// dataDirOwner returns dir's owner token, creating it on first use. Call it
-// with the data dir's store open: the store's lock keeps two agents from
-// creating it at once.
-func dataDirOwner(dir string) (string, error) {
-	path := filepath.Join(dir, OwnerFile)
-	b, err := os.ReadFile(path)
-	if err == nil {
-		if token := strings.TrimSpace(string(b)); token != "" {
-			return token, nil
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read the data dir's owner token: %w", err)
+// dataDirOwner returns the owner token of data dir dir on fsys (the local
+// store's file system: the disk, or a test's in-memory one), creating it on
+// first use. Call it with the data dir's store open: the store's lock keeps
+// two agents from creating it at once.
+func dataDirOwner(fsys vfs.FS, dir string) (string, error) {
+	path := fsys.PathJoin(dir, OwnerFile)
+	if token, err := readOwner(fsys, path); err != nil || token != "" {
+		return token, err
 	}
 	raw := make([]byte, 16)
 	if _, err := rand.Read(raw); err != nil {
 		return "", fmt.Errorf("make the data dir's owner token: %w", err)
 	}
 	token := hex.EncodeToString(raw)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("write the data dir's owner token: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := writeOwner(fsys, path, token); err != nil {
 		return "", fmt.Errorf("write the data dir's owner token: %w", err)
 	}
 	return token, nil
+}
+
+// readOwner reads the token at path; "" if there is none.
+func readOwner(fsys vfs.FS, path string) (string, error) {
+	f, err := fsys.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the data dir's owner token: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return "", fmt.Errorf("read the data dir's owner token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// writeOwner writes token to path atomically (a temporary file renamed).
+func writeOwner(fsys vfs.FS, path, token string) error {
+	tmp := path + ".tmp"
+	f, err := fsys.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write([]byte(token + "\n")); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return fsys.Rename(tmp, path)
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
@@ -71,7 +72,11 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 		}
 	}()
 	if o.Agent.Owner == "" {
-		if o.Agent.Owner, err = dataDirOwner(o.DataDir); err != nil {
+		fsys := sopts.FS // the token lives beside the store, on its file system
+		if fsys == nil {
+			fsys = vfs.Default
+		}
+		if o.Agent.Owner, err = dataDirOwner(fsys, o.DataDir); err != nil {
 			return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
 		}
 	}
