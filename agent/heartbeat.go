@@ -13,8 +13,8 @@ import (
 )
 
 // runHeartbeat keeps the member record alive: it republishes it with a TTL
-// of the session timeout every third of that timeout, and at once when the
-// record changes (a release, a leave). It returns a *group.MemberTakenError
+// of the session timeout every third of that timeout (each try bounded by
+// that third), and at once when the record changes (a release, a leave). It returns a *group.MemberTakenError
 // if another agent took the member ID over (this one was cut off past the
 // session timeout): the agent must stop.
 func (a *Agent) runHeartbeat(ctx context.Context) error {
@@ -22,7 +22,12 @@ func (a *Agent) runHeartbeat(ctx context.Context) error {
 	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
 	for {
-		err := a.claim.Refresh(ctx, a.record())
+		// Bounded, so that a publish whose acknowledgement is lost (NATS
+		// restarting) is retried within the TTL rather than after the
+		// client's 5 s timeout, when the record has expired.
+		hctx, cancel := context.WithTimeout(ctx, ttl/3)
+		err := a.claim.Refresh(hctx, a.record())
+		cancel()
 		var taken *group.MemberTakenError
 		if errors.As(err, &taken) {
 			return err
