@@ -205,7 +205,15 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (httpapi.R
 	}
 	res := httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.lastSeq}
 	already := t.phase == phaseReleased
-	t.move(evRelease)
+	if !t.move(evRelease) {
+		// A commit that held commitMu before us found the task taken
+		// over (its append was fenced): this member may not report it
+		// released.
+		phase := t.phase
+		t.mu.Unlock()
+		a.mu.Unlock()
+		return httpapi.ReleaseResult{}, fmt.Errorf("%w: task %s is %s on member %s, not active: it cannot be released now; read /assignment", httpapi.ErrNotOwner, id, phase, a.opts.MemberID)
+	}
 	t.mu.Unlock()
 	if !already {
 		a.releases[id] = assign.Release{Epoch: res.Epoch, Seq: res.Seq, At: time.Now(), Generation: a.generation}

@@ -23,6 +23,7 @@ import (
 //	                        ▼                    │
 //	                       Lost ◀────────────────┘
 //
+//	release also from Activating (a revoked task the worker never started).
 //	drop: from any phase to Gone (the task left this member).
 //
 // Activating, Active, Released and Lost are the worker API's role
@@ -104,12 +105,14 @@ var transitions = [numEvents]struct {
 	from []taskPhase // nil: any phase
 	to   taskPhase
 }{
-	evLearn:        {nil, phaseLearner},
-	evStandBy:      {nil, phaseStandby},
-	evActivate:     {nil, phaseActivating},
-	evReactivate:   {[]taskPhase{phaseActivating, phaseActive}, phaseActivating},
-	evReady:        {[]taskPhase{phaseActivating}, phaseActive},
-	evRelease:      {[]taskPhase{phaseActive, phaseReleased}, phaseReleased},
+	evLearn:      {nil, phaseLearner},
+	evStandBy:    {nil, phaseStandby},
+	evActivate:   {nil, phaseActivating},
+	evReactivate: {[]taskPhase{phaseActivating, phaseActive}, phaseActivating},
+	evReady:      {[]taskPhase{phaseActivating}, phaseActive},
+	// A worker releases every task under revoke, including one whose
+	// activation has not finished: it stays released once it does.
+	evRelease:      {[]taskPhase{phaseActivating, phaseActive, phaseReleased}, phaseReleased},
 	evCancelRevoke: {[]taskPhase{phaseReleased}, phaseActive},
 	evLose:         {[]taskPhase{phaseActivating, phaseActive}, phaseLost},
 	evDrop:         {nil, phaseGone},

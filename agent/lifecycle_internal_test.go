@@ -19,7 +19,7 @@ func TestTaskLifecycle(t *testing.T) {
 		evActivate:     {phaseActivating, phaseActivating, phaseActivating, phaseActivating, phaseActivating, phaseActivating, phaseActivating},
 		evReactivate:   {x, x, x, phaseActivating, phaseActivating, x, x},
 		evReady:        {x, x, x, phaseActive, x, x, x},
-		evRelease:      {x, x, x, x, phaseReleased, phaseReleased, x},
+		evRelease:      {x, x, x, phaseReleased, phaseReleased, phaseReleased, x},
 		evCancelRevoke: {x, x, x, x, x, phaseActive, x},
 		evLose:         {x, x, x, phaseLost, phaseLost, x, x},
 		evDrop:         {phaseGone, phaseGone, phaseGone, phaseGone, phaseGone, phaseGone, phaseGone},

@@ -9,7 +9,7 @@ import (
 )
 
 // A changelog purged whole. A partial purge shows in the fence headers
-// (snapshot.go), but a task whose every message is gone looks like a task
+// (startpoint.go), but a task whose every message is gone looks like a task
 // that never had any: replaying it would silently start the task empty,
 // with no checkpoint. The group's own records (the epochs it handed out,
 // the sequences members reported) outlive such a purge, so the caller

@@ -139,8 +139,11 @@ func TestCorruptSSTableCompaction(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() {
-		<-s.Failed()
-		cancel()
+		select {
+		case <-s.Failed():
+			cancel()
+		case <-ctx.Done():
+		}
 	}()
 	err = s.db.Compact(ctx, []byte{0}, []byte{0xff}, false)
 	if err == nil {

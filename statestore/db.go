@@ -25,11 +25,14 @@ const memTableSize = 64 << 20
 // use; commits to one task are serialized, commits to different tasks run in
 // parallel. Values it returns are the caller's to keep.
 type Store struct {
-	db    *pebble.DB
-	lock  *pebble.Lock
-	write *pebble.WriteOptions
-	fs    vfs.FS
-	dir   string // the database's directory on fs
+	db   *pebble.DB
+	lock *pebble.Lock
+	// releaseOnce releases lock when a failed store is closed (any number
+	// of times).
+	releaseOnce sync.Once
+	write       *pebble.WriteOptions
+	fs          vfs.FS
+	dir         string // the database's directory on fs
 
 	health  *health
 	rebuilt *RebuildInfo // set by Open when it replaced a corrupt store
@@ -184,7 +187,7 @@ func isLockConflict(err error) bool {
 func (s *Store) Close() error {
 	s.health.stop()
 	if err := s.health.err(); errors.Is(err, ErrFailed) {
-		_ = s.lock.Close()
+		s.releaseOnce.Do(func() { _ = s.lock.Close() })
 		return fmt.Errorf("close store: %w", err)
 	}
 	s.mu.Lock()

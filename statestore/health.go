@@ -100,8 +100,15 @@ func (h *health) writable() error {
 	if h.minFree > 0 && time.Since(h.checkedAt) >= h.checkEvery {
 		h.checkedAt = time.Now()
 		h.spaceErr = nil
-		if free, ok := freeBytes(h.fs, h.dir); ok && free < h.minFree {
+		free, ok := freeBytes(h.fs, h.dir)
+		switch {
+		case ok && free < h.minFree:
 			h.spaceErr = fmt.Errorf("%w: %s free on the disk of %s, below the %s the store keeps in reserve", ErrFull, mib(free), h.dir, mib(h.minFree))
+		case ok && h.bgErr != nil && isNoSpace(h.bgErr):
+			// The disk has room again: a background job that failed for
+			// want of space is retried, so writes need not wait for it
+			// (refused writes fill no memtable that would make it run).
+			h.bgErr = nil
 		}
 	}
 	err := h.spaceErr

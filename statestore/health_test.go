@@ -216,7 +216,11 @@ func TestOpenOnFullDisk(t *testing.T) {
 		s, err := OpenWait(context.Background(), dir, opts)
 		res <- result{s, err}
 	}()
+	deadline := time.Now().Add(30 * time.Second)
 	for fs.usageCalls.Load() < calls+2 { // it tried at least twice
+		if time.Now().After(deadline) {
+			t.Fatalf("OpenWait on a full disk checked its space %d times in 30s, want it to keep trying", fs.usageCalls.Load()-calls)
+		}
 		time.Sleep(time.Millisecond) // polling a condition
 	}
 	fs.drain()
