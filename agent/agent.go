@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,8 @@ const (
 	fGeneration = "generation"
 	fRevision   = "revision"
 	fWorker     = "worker"
+	fHolder     = "holder"
+	fHost       = "host"
 )
 
 // Options configure an Agent.
@@ -71,6 +74,12 @@ type Options struct {
 	// worker, and the member may own tasks as soon as it joins.
 	RequireWorker bool
 	WorkerTimeout time.Duration
+	// Owner names the local state this agent runs on (the CLI keeps it in
+	// the data dir). The member ID is exclusive: Open refuses it while an
+	// agent with another Owner holds it alive, and an agent restarted with
+	// the same Owner takes its record over at once. Empty means a fresh
+	// owner at every Open.
+	Owner string
 	// AcceptStateLoss names tasks this member activates empty even when
 	// the group's records show a history that is nowhere to be found
 	// (restore.ErrLost): the operator accepts that their state is lost.
@@ -102,6 +111,11 @@ type Agent struct {
 	progress    *progressBook
 	incarnation string
 	started     time.Time
+	owner       string
+	host        string
+	// claim holds the member ID: every write of the member record goes
+	// through it (heartbeat.go).
+	claim *group.MemberClaim
 
 	conf atomic.Pointer[groupConfig] // the group config in force
 
@@ -219,6 +233,8 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		metrics:     newMetrics(opts.Registerer),
 		incarnation: newIncarnation(),
 		started:     time.Now(),
+		owner:       opts.Owner,
+		host:        hostname(),
 		tasks:       map[string]*task{},
 		releases:    map[string]assign.Release{},
 		changed:     make(chan struct{}),
@@ -247,6 +263,13 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	}
 	for _, m := range metas {
 		a.positions[m.Task] = m.Applied
+	}
+	if a.owner == "" {
+		a.owner = newIncarnation()
+	}
+	if a.claim, err = a.claimMemberID(ctx); err != nil {
+		replayNC.Close()
+		return nil, err
 	}
 	a.bgCtx, a.bgStop = context.WithCancel(context.Background())
 	// Keep the caller's reconnect handler and add ours.
@@ -277,6 +300,13 @@ func settle(ctx context.Context, fn func(context.Context) error) error {
 			return err
 		}
 	}
+}
+
+// hostname names this machine in the member record, for the error of an
+// agent refused its member ID.
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 func newIncarnation() string {
@@ -314,7 +344,7 @@ func (a *Agent) Close() error {
 	defer a.replayNC.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	return group.DeleteMember(ctx, a.kv, a.opts.MemberID)
+	return a.claim.Release(ctx)
 }
 
 // Abandon stops background work and closes the agent's replay connection

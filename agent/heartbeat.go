@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,14 +13,26 @@ import (
 )
 
 // runHeartbeat keeps the member record alive: it republishes it with a TTL
-// of the session timeout every third of that timeout, and at once when the
-// record changes (a release, a leave).
+// of the session timeout every third of that timeout (each try bounded by
+// that third), and at once when the record changes (a release, a leave). It returns a *group.MemberTakenError
+// if another agent took the member ID over (this one was cut off past the
+// session timeout): the agent must stop.
 func (a *Agent) runHeartbeat(ctx context.Context) error {
 	ttl := a.config().SessionTimeout.D()
 	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
 	for {
-		if err := a.publishRecord(ctx, ttl); err != nil && ctx.Err() == nil {
+		// Bounded, so that a publish whose acknowledgement is lost (NATS
+		// restarting) is retried within the TTL rather than after the
+		// client's 5 s timeout, when the record has expired.
+		hctx, cancel := context.WithTimeout(ctx, ttl/3)
+		err := a.claim.Refresh(hctx, a.record())
+		cancel()
+		var taken *group.MemberTakenError
+		if errors.As(err, &taken) {
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
 			a.log.Warn().Err(err).Msg("heartbeat failed; retrying")
 		}
 		select {
@@ -31,9 +44,24 @@ func (a *Agent) runHeartbeat(ctx context.Context) error {
 	}
 }
 
-// publishRecord publishes the member record with a per-message TTL.
-func (a *Agent) publishRecord(ctx context.Context, ttl time.Duration) error {
-	return group.PublishMember(ctx, a.js, a.opts.Group, a.record(), ttl)
+// claimMemberID takes the member ID for this agent (group.ClaimMember)
+// before it does anything in the group: it fails while a live agent of
+// another data dir holds the ID.
+func (a *Agent) claimMemberID(ctx context.Context) (*group.MemberClaim, error) {
+	ttl := a.config().SessionTimeout.D()
+	c, err := group.ClaimMember(ctx, a.js, a.kv, a.opts.Group, a.record(), ttl, group.ClaimOptions{
+		Waiting: func(h group.MemberRecord) {
+			a.log.Info().Str(fHolder, h.Incarnation).Str(fHost, h.Host).Dur("timeout", ttl+ttl/2).
+				Msg("member ID held by an agent with another data dir; waiting to see whether it is alive")
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if prev := c.Replaced(); prev != "" {
+		a.log.Info().Str(fHolder, prev).Msg("took over the member record of this data dir's previous run")
+	}
+	return c, nil
 }
 
 // record builds the member record from the runtime state.
@@ -43,6 +71,8 @@ func (a *Agent) record() group.MemberRecord {
 	r := group.MemberRecord{
 		ID:          a.opts.MemberID,
 		Incarnation: a.incarnation,
+		Owner:       a.owner,
+		Host:        a.host,
 		Addr:        a.opts.Addr,
 		Zone:        a.opts.Zone,
 		Capacity:    a.opts.Capacity,

@@ -7,34 +7,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent/assign"
 )
-
-// PublishMember publishes r, member record of group, with a per-message
-// TTL. kv.Put would drop the TTL, so it publishes to the key's subject.
-func PublishMember(ctx context.Context, js jetstream.JetStream, group string, r MemberRecord, ttl time.Duration) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("encode member record: %w", err)
-	}
-	if _, err := js.Publish(ctx, keySubject(group, PrefixMember+r.ID), b, jetstream.WithMsgTTL(ttl)); err != nil {
-		return fmt.Errorf("publish member record: %w", err)
-	}
-	return nil
-}
-
-// DeleteMember removes member's record, so that the group sees it gone at
-// once.
-func DeleteMember(ctx context.Context, kv jetstream.KeyValue, member string) error {
-	if err := kv.Delete(ctx, PrefixMember+member); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("delete member record: %w", err)
-	}
-	return nil
-}
 
 // ReadMembers returns the live member records.
 func ReadMembers(ctx context.Context, kv jetstream.KeyValue) (map[string]MemberRecord, error) {

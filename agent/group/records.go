@@ -1,8 +1,9 @@
 // Package group is the one home of a group's data model in NATS: the keys
 // of its KV bucket and the records stored under them, their encoding, the
 // leader's lease and the writes fenced on it, publishing and reading a
-// generation, the member records, the progress subjects and their
-// messages, and reading or watching the whole group. It exists so that the
+// generation, the member records and the claim on a member ID that guards
+// their writes, the progress subjects and their messages, and reading or
+// watching the whole group. It exists so that the
 // agent's runtime (package agent) and the readers of a group (the CLI's
 // status, group and plan commands) share one definition of what lives in
 // NATS, and so that a reader needs none of the runtime. It imports no
@@ -46,12 +47,18 @@ func ValidMemberID(id string) bool { return memberIDPattern.MatchString(id) }
 type MemberRecord struct {
 	ID string `json:"id"`
 	// Incarnation changes with every process start.
-	Incarnation string    `json:"incarnation"`
-	Addr        string    `json:"addr,omitempty"`
-	Zone        string    `json:"zone,omitempty"`
-	Capacity    int       `json:"capacity"`
-	Leaving     bool      `json:"leaving,omitempty"`
-	Started     time.Time `json:"started"`
+	Incarnation string `json:"incarnation"`
+	// Owner names the data dir the agent runs on: an agent restarted on
+	// it is the same member (see ClaimMember).
+	Owner string `json:"owner,omitempty"`
+	// Host is the name of the agent's machine, to name a holder of the
+	// member ID in an error.
+	Host     string    `json:"host,omitempty"`
+	Addr     string    `json:"addr,omitempty"`
+	Zone     string    `json:"zone,omitempty"`
+	Capacity int       `json:"capacity"`
+	Leaving  bool      `json:"leaving,omitempty"`
+	Started  time.Time `json:"started"`
 	// Positions is the applied changelog sequence of each local copy.
 	Positions map[string]uint64 `json:"positions,omitempty"`
 	// Released acknowledges revokes (see assign.Member.Released).

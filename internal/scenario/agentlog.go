@@ -31,10 +31,11 @@ type AgentLog struct {
 	activations []Activation
 	api         string
 	errors      []string
+	messages    map[string]int // message → lines logged with it
 }
 
 func newAgentLog(member, path string) *AgentLog {
-	l := &AgentLog{member: member}
+	l := &AgentLog{member: member, messages: map[string]int{}}
 	l.r = lineReader{path: path, parse: l.add}
 	return l
 }
@@ -60,6 +61,7 @@ func (l *AgentLog) add(line []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lines++
+	l.messages[a.Message]++
 	switch {
 	case a.Message == "task active":
 		l.activations = append(l.activations, Activation{Member: l.member, Index: l.lines, Task: a.Task, Epoch: a.Epoch,
@@ -113,6 +115,14 @@ func (l *AgentLog) API() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.api
+}
+
+// Count returns how many lines were logged with message msg.
+func (l *AgentLog) Count(msg string) int {
+	_ = l.refresh()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.messages[msg]
 }
 
 // forgetAPI clears the address before a restart, which reports a new one.

@@ -25,8 +25,17 @@
 // even when it fails; a failed test logs the tails of every log and makes
 // the agents and workers still running dump their goroutines into theirs.
 //
+// A chaos soak draws its faults from a seeded Schedule and injects them
+// one after another with Inject, each with its recovery:
+//
+//	s := NewSchedule(seed, 3, o.SessionTimeout)
+//	for time.Since(began) < d { f := s.Next(); h.Inject(f, s.Running()) }
+//
 // The scenarios are the package's tests; they skip under -short. The
-// three-node NATS cluster scenario runs only with HANDOFF_CLUSTER_TESTS=1.
+// three-node NATS cluster scenario runs only with HANDOFF_CLUSTER_TESTS=1,
+// the chaos soak (TestChaosSoak) only with HANDOFF_SOAK set to its length
+// of faults (e.g. 3m); HANDOFF_SOAK_SEED=N replays the schedule of the seed
+// a soak printed.
 // HANDOFF_SCENARIO_KEEP=1 keeps every scenario's directory (logs, event
 // logs, data) and logs where it is.
 package scenario

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
@@ -25,7 +26,8 @@ import (
 
 // Options configure a Member.
 type Options struct {
-	// DataDir holds the member's local state (in DataDir/state).
+	// DataDir holds the member's local state (in DataDir/state) and its
+	// owner token (DataDir/owner, see agent.Options.Owner).
 	DataDir string
 	// Store configures the local store (its Logger is set from Logger).
 	// Open waits (answering ctx) while the store's disk is short of space.
@@ -36,7 +38,8 @@ type Options struct {
 	// its worker attaches and detaches unless API.Worker says otherwise.
 	Listen string
 	API    httpapi.Options
-	// OpenTimeout bounds joining the group's NATS resources; 0 means 30 s.
+	// OpenTimeout bounds joining the group's NATS resources; 0 means 30 s
+	// plus two session timeouts.
 	OpenTimeout time.Duration
 	// Logger gets the store's log and the member's own events.
 	Logger zerolog.Logger
@@ -69,9 +72,20 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 			_ = m.Store.Close()
 		}
 	}()
+	if o.Agent.Owner == "" {
+		fsys := sopts.FS // the token lives beside the store, on its file system
+		if fsys == nil {
+			fsys = vfs.Default
+		}
+		if o.Agent.Owner, err = dataDirOwner(fsys, o.DataDir); err != nil {
+			return nil, fmt.Errorf("data dir %s: %w", o.DataDir, err)
+		}
+	}
 	timeout := o.OpenTimeout
 	if timeout == 0 {
-		timeout = 30 * time.Second
+		// Joining may wait up to one and a half session timeouts for the
+		// record of a dead holder of the member ID to expire.
+		timeout = 30*time.Second + 2*o.Agent.Config.SessionTimeout.D()
 	}
 	openCtx, cancel := context.WithTimeout(ctx, timeout)
 	m.Agent, err = agent.Open(openCtx, nc, m.Store, o.Agent)
