@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/client"
+	"github.com/handoffhq/handoff/cmd/handoff/internal/groupcli"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -97,6 +98,6 @@ func printLeave(w io.Writer, st httpapi.LeaveStatus) {
 	}
 	fmt.Fprintln(w)
 	for _, l := range st.Learners {
-		fmt.Fprintf(w, "    %-14s -> %-10s %s lag %d  %s\n", l.Task, l.Member, bar(progressFraction(l), true), l.Lag, eta(l))
+		fmt.Fprintf(w, "    %-14s -> %-10s %s lag %d  %s\n", l.Task, l.Member, groupcli.Bar(groupcli.ProgressFraction(l), true), l.Lag, groupcli.ETA(l))
 	}
 }

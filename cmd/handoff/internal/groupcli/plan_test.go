@@ -1,4 +1,4 @@
-package main
+package groupcli
 
 import (
 	"bytes"
@@ -17,9 +17,8 @@ import (
 // runPlanCmd runs "handoff plan args..." with stdin and returns its output.
 func runPlanCmd(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	e := &env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}
-	err := run(context.Background(), append([]string{"plan"}, args...), e)
+	var out bytes.Buffer
+	err := Plan(context.Background(), args, Env{Stdin: strings.NewReader(stdin), Stdout: &out})
 	return out.String(), err
 }
 
@@ -34,7 +33,7 @@ func hasRow(out string, fields ...string) bool {
 }
 
 func TestPlanScaleUpSample(t *testing.T) {
-	out, err := runPlanCmd(t, "", "../../testdata/plan/scale-up.json")
+	out, err := runPlanCmd(t, "", "../../../../testdata/plan/scale-up.json")
 	if err != nil {
 		t.Fatalf("handoff plan scale-up.json: %v", err)
 	}
@@ -56,7 +55,7 @@ func TestPlanScaleUpSample(t *testing.T) {
 }
 
 func TestPlanLeaveSample(t *testing.T) {
-	out, err := runPlanCmd(t, "", "../../testdata/plan/leave.json")
+	out, err := runPlanCmd(t, "", "../../../../testdata/plan/leave.json")
 	if err != nil {
 		t.Fatalf("handoff plan leave.json: %v", err)
 	}
@@ -73,7 +72,7 @@ func TestPlanLeaveSample(t *testing.T) {
 }
 
 func TestPlanJSON(t *testing.T) {
-	data, err := os.ReadFile("../../testdata/plan/scale-up.json")
+	data, err := os.ReadFile("../../../../testdata/plan/scale-up.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +111,7 @@ func TestPlanNowFlag(t *testing.T) {
 	// Without its "now" a snapshot is refused unless --now gives one; with
 	// --now 12:00:06 and no release, the revoke of orders-8 (started
 	// 11:59:55, release timeout 10s) is promoted by the timeout.
-	data, err := os.ReadFile("../../testdata/plan/leave.json")
+	data, err := os.ReadFile("../../../../testdata/plan/leave.json")
 	if err != nil {
 		t.Fatal(err)
 	}
