@@ -374,14 +374,15 @@ func checkRounds(t fataler, in Input, res Result) {
 	}
 	// A move of the previous round is alive while its learner stays
 	// (its learner has not caught up yet: a task being revoked is done
-	// learning, so the next round may start).
+	// learning, so the next round may start). A learner on a detached
+	// member only warms ahead of its worker: it leaves the round.
 	alive := func(id string) bool {
 		pt, nt := prev.Tasks[id], next.Tasks[id]
 		if pt == nil || nt == nil || nt.Active != pt.Active || nt.Revoke != nil {
 			return false
 		}
 		for _, l := range pt.Learners {
-			if nt.hasLearner(l.Member) {
+			if nt.hasLearner(l.Member) && !detached[l.Member] {
 				return true
 			}
 		}
@@ -458,7 +459,10 @@ func checkStill(t fataler, in Input, res Result) {
 		// may then move it (one step), and only that one.
 		// Standbys may take a second step too: a standby move decided on
 		// the copies a plan's own trims left.
-		if !activates(res) && !onlyStandbys(r) {
+		// So may learners that warm ahead on a detached member: the
+		// tasks bound for it follow from the learners and standbys this
+		// plan dropped.
+		if !activates(res) && !onlyStandbysOrWarm(in, r) {
 			t.Fatalf("planning the result again changes it:\nfirst input: %s\nfirst result: %s\nsecond result: %s", js(in), js(res), js(r))
 		}
 		if activates(r) {
@@ -472,7 +476,7 @@ func checkStill(t fataler, in Input, res Result) {
 			if r = Plan(again); !r.Changed {
 				break
 			}
-			if step == 3 || !onlyStandbys(r) {
+			if step == 3 || !onlyStandbysOrWarm(in, r) {
 				t.Fatalf("no fixed point %d plans after activations:\nfirst input: %s\nlast result: %s\nnext result: %s", step+2, js(in), js(res), js(r))
 			}
 		}
@@ -535,10 +539,15 @@ func activates(res Result) bool {
 	return false
 }
 
-// onlyStandbys reports whether every move of res is a standby's.
-func onlyStandbys(res Result) bool {
+// onlyStandbysOrWarm reports whether every move of res is a standby's or
+// adds a learner on a member of in whose worker is detached.
+func onlyStandbysOrWarm(in Input, res Result) bool {
+	detached := map[string]bool{}
+	for _, m := range in.Members {
+		detached[m.ID] = m.Worker == WorkerDetached
+	}
 	for _, m := range res.Moves {
-		if m.Kind != MoveStandbyAdd && m.Kind != MoveStandbyDrop {
+		if m.Kind != MoveStandbyAdd && m.Kind != MoveStandbyDrop && !(m.Kind == MoveLearnerAdd && detached[m.To]) {
 			return false
 		}
 	}

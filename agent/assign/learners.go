@@ -188,7 +188,8 @@ func boolFirst(a bool) int {
 
 // settleRound drops from the stable round the tasks that are being
 // revoked (their learner caught up with the round's) or whose move was
-// cancelled (no learner left), and ends the round when none is left.
+// cancelled (no learner left, or one that only warms ahead of a detached
+// member's worker), and ends the round when none is left.
 func (p *planner) settleRound() {
 	r := p.round
 	if r == nil {
