@@ -65,6 +65,10 @@ func (p *planner) balanceKind(k kind) {
 		t := p.next[i]
 		owner := p.byID[t.Active]
 		switch {
+		case p.held != nil && p.held[i] != nil:
+			m := p.held[i]
+			p.dest[i] = m
+			m.room[k]--
 		case p.isOrphan[i]:
 			orphans = append(orphans, i)
 		case t.Revoke != nil:
@@ -89,7 +93,7 @@ func (p *planner) balanceKind(k kind) {
 	fill := slices.Clone(owned[:len(owned)-1])
 	for i := range p.tasks {
 		t := p.next[i]
-		if kindOf(p.tasks[i].Stateful) != k || t.Revoke != nil || p.fixed[i] || p.isOrphan[i] {
+		if kindOf(p.tasks[i].Stateful) != k || t.Revoke != nil || p.fixed[i] || p.isOrphan[i] || p.held != nil && p.held[i] != nil {
 			continue
 		}
 		if owner := p.byID[t.Active]; owner != nil && owner.attached {

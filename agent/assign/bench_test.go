@@ -49,19 +49,22 @@ func bigGroup(tb testing.TB, tasks, members int) Input {
 // BenchmarkPlan measures one plan of a settled group (steady: nothing
 // changes), of the same group right after a member without state joined
 // (join: learners and stateless revokes start), and right after a member
-// started leaving (leave).
+// started leaving (leave), and right after a member joined whose worker is
+// not up yet (join-detached: it warms ahead, a second balance pass).
 func BenchmarkPlan(b *testing.B) {
 	for _, size := range []struct{ tasks, members int }{{1000, 100}, {10000, 1000}} {
 		in := bigGroup(b, size.tasks, size.members)
 		join := in
 		join.Members = append(cloneMembers(in.Members), Member{ID: "worker-new", Zone: "zone-0"})
+		joinDetached := in
+		joinDetached.Members = append(cloneMembers(in.Members), Member{ID: "worker-new", Zone: "zone-0", Worker: WorkerDetached})
 		leave := in
 		leave.Members = cloneMembers(in.Members)
 		leave.Members[0].Leaving = true
 		for _, c := range []struct {
 			name string
 			in   Input
-		}{{"steady", in}, {"join", join}, {"leave", leave}} {
+		}{{"steady", in}, {"join", join}, {"leave", leave}, {"join-detached", joinDetached}} {
 			b.Run(fmt.Sprintf("%dx%d/%s", size.tasks, size.members, c.name), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {

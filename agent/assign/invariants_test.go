@@ -252,9 +252,13 @@ func checkPlan(t fataler, in Input, res Result) {
 			}
 		}
 
-		// Eager: a caught-up learner is revoked to in the very next plan.
+		// Eager: a caught-up learner is revoked to in the very next plan,
+		// unless its member's worker is not attached (it warms ahead).
 		if cfg.Handover == Eager && pt.Revoke == nil && len(pt.Learners) == 1 && nt.Active == pt.Active {
 			l := pt.Learners[0].Member
+			if m := live[l]; m != nil && !attached(m) {
+				continue
+			}
 			if lag, ok := in.Lags[id][l]; ok && lag <= cfg.AcceptableLag && nt.hasLearner(l) && (nt.Revoke == nil || nt.Revoke.Target != l) {
 				fail(id, "eager: learner %s caught up but no revoke", l)
 			}
@@ -274,12 +278,62 @@ func checkPlan(t fataler, in Input, res Result) {
 	checkRounds(t, in, res)
 	checkLeaving(t, in, res, live, leaving)
 	checkStill(t, in, res)
+	checkWarmSteady(t, in, res)
+}
+
+// checkWarmSteady checks that learners on members whose worker is
+// detached do not flap: planning the result again with the same input
+// neither drops a learner the result added on such a member nor adds back
+// one the result dropped. As in checkStill, a result that activates a
+// task may be followed by one more step: the new owners change the
+// quotas' tie-breaks, and so the tasks bound for the detached member.
+func checkWarmSteady(t fataler, in Input, res Result) {
+	t.Helper()
+	if activates(res) {
+		return
+	}
+	detached := map[string]bool{}
+	for _, m := range in.Members {
+		if m.Worker == WorkerDetached && !m.Leaving {
+			detached[m.ID] = true
+		}
+	}
+	if len(detached) == 0 {
+		return
+	}
+	type key struct{ task, member string }
+	kinds := func(r Result) map[key]MoveKind {
+		out := map[key]MoveKind{}
+		for _, m := range r.Moves {
+			if (m.Kind == MoveLearnerAdd || m.Kind == MoveLearnerDrop) && detached[m.To] {
+				out[key{m.Task, m.To}] = m.Kind
+			}
+		}
+		return out
+	}
+	first := kinds(res)
+	if len(first) == 0 {
+		return
+	}
+	again := in
+	again.Current = res.Assignment
+	r := Plan(again)
+	for k, kind := range kinds(r) {
+		if was, ok := first[k]; ok && was != kind {
+			t.Fatalf("learner of %s on detached %s flaps: %s then %s\ninput: %s\nfirst result: %s\nsecond result: %s",
+				k.task, k.member, was, kind, js(in), js(res), js(r))
+		}
+	}
 }
 
 // checkRounds checks the stable mode's rounds.
 func checkRounds(t fataler, in Input, res Result) {
 	t.Helper()
 	prev, next := in.Current, res.Assignment
+	detached := map[string]bool{}
+	for _, m := range in.Members {
+		detached[m.ID] = m.Worker == WorkerDetached
+	}
 	if in.Config.Handover != Stable {
 		if next.Round != nil {
 			t.Fatalf("eager mode with a round: %s", js(next.Round))
@@ -304,7 +358,9 @@ func checkRounds(t fataler, in Input, res Result) {
 			pt = &TaskAssignment{}
 		}
 		for _, l := range nt.Learners {
-			if !pt.hasLearner(l.Member) {
+			if !pt.hasLearner(l.Member) && !detached[l.Member] {
+				// (a detached member's learner warms ahead of its
+				// worker, outside the rounds)
 				added = true
 				if next.Round == nil || !slices.Contains(next.Round.Tasks, id) {
 					t.Fatalf("new learner %s of %s is not in the round\n%s", l.Member, id, js(res))
@@ -318,14 +374,15 @@ func checkRounds(t fataler, in Input, res Result) {
 	}
 	// A move of the previous round is alive while its learner stays
 	// (its learner has not caught up yet: a task being revoked is done
-	// learning, so the next round may start).
+	// learning, so the next round may start). A learner on a detached
+	// member only warms ahead of its worker: it leaves the round.
 	alive := func(id string) bool {
 		pt, nt := prev.Tasks[id], next.Tasks[id]
 		if pt == nil || nt == nil || nt.Active != pt.Active || nt.Revoke != nil {
 			return false
 		}
 		for _, l := range pt.Learners {
-			if nt.hasLearner(l.Member) {
+			if nt.hasLearner(l.Member) && !detached[l.Member] {
 				return true
 			}
 		}
@@ -402,7 +459,10 @@ func checkStill(t fataler, in Input, res Result) {
 		// may then move it (one step), and only that one.
 		// Standbys may take a second step too: a standby move decided on
 		// the copies a plan's own trims left.
-		if !activates(res) && !onlyStandbys(r) {
+		// So may learners that warm ahead on a detached member: the
+		// tasks bound for it follow from the learners and standbys this
+		// plan dropped.
+		if !activates(res) && !onlyStandbysOrWarm(in, r) {
 			t.Fatalf("planning the result again changes it:\nfirst input: %s\nfirst result: %s\nsecond result: %s", js(in), js(res), js(r))
 		}
 		if activates(r) {
@@ -416,7 +476,7 @@ func checkStill(t fataler, in Input, res Result) {
 			if r = Plan(again); !r.Changed {
 				break
 			}
-			if step == 3 || !onlyStandbys(r) {
+			if step == 3 || !onlyStandbysOrWarm(in, r) {
 				t.Fatalf("no fixed point %d plans after activations:\nfirst input: %s\nlast result: %s\nnext result: %s", step+2, js(in), js(res), js(r))
 			}
 		}
@@ -479,10 +539,15 @@ func activates(res Result) bool {
 	return false
 }
 
-// onlyStandbys reports whether every move of res is a standby's.
-func onlyStandbys(res Result) bool {
+// onlyStandbysOrWarm reports whether every move of res is a standby's or
+// adds a learner on a member of in whose worker is detached.
+func onlyStandbysOrWarm(in Input, res Result) bool {
+	detached := map[string]bool{}
+	for _, m := range in.Members {
+		detached[m.ID] = m.Worker == WorkerDetached
+	}
 	for _, m := range res.Moves {
-		if m.Kind != MoveStandbyAdd && m.Kind != MoveStandbyDrop {
+		if m.Kind != MoveStandbyAdd && m.Kind != MoveStandbyDrop && !(m.Kind == MoveLearnerAdd && detached[m.To]) {
 			return false
 		}
 	}

@@ -32,24 +32,37 @@ func (p *planner) reconcile() {
 		// Cold mode (a baseline for benchmarks) moves stateful tasks like
 		// stateless ones: the new owner restores before it serves.
 		if !p.tasks[i].Stateful || p.cfg.Handover == Cold {
+			if p.tasks[i].Stateful {
+				// Learners left from another mode (one warming ahead
+				// of its worker, say) are kept only on the destination.
+				p.dropLearnersExcept(i, p.plannedTarget(i), reasonNotNeeded)
+			}
 			if t.Revoke == nil && d != nil && d.id != t.Active {
 				p.startRevoke(i, d, p.moveReason(i))
 			}
 			continue
 		}
-		keep := ""
+		// to is the member that should hold the task's learner: its
+		// destination, or, if the task stays, a detached member it is
+		// bound for once that member's worker attaches (warm ahead).
+		keep, to := "", (*member)(nil)
 		switch {
 		case t.Revoke != nil:
 			keep = t.Revoke.Target
 		case d != nil && d.id != t.Active:
-			keep = d.id
+			to = d
+		default:
+			to = p.warmTarget(i)
+		}
+		if to != nil {
+			keep = to.id
 		}
 		p.dropLearnersExcept(i, keep, reasonNotNeeded)
-		if t.Revoke != nil || keep == "" || p.hasStandby(i, keep) {
+		if to == nil || p.hasStandby(i, to.id) {
 			continue
 		}
 		owner := p.byID[t.Active]
-		wants = append(wants, learnerWant{task: i, m: d, existing: p.learnerOn(i, d.id), leaving: owner.leaving, pos: p.position(i, d)})
+		wants = append(wants, learnerWant{task: i, m: to, existing: p.learnerOn(i, to.id), leaving: owner.leaving, pos: p.position(i, to)})
 	}
 	// Revokes first: a learner that has caught up and is being promoted
 	// no longer counts against the learner bounds, so its slot goes to
@@ -59,6 +72,19 @@ func (p *planner) reconcile() {
 	}
 	p.startRevokes()
 	p.admitLearners(wants)
+}
+
+// plannedTarget is the member task i is being moved to: its revoke target,
+// else its destination if that is not its owner; "" if it stays.
+func (p *planner) plannedTarget(i int) string {
+	t, d := p.next[i], p.dest[i]
+	switch {
+	case t.Revoke != nil:
+		return t.Revoke.Target
+	case d != nil && d.id != t.Active:
+		return d.id
+	}
+	return ""
 }
 
 // dropLearnersExcept removes task i's learners other than keep.
@@ -142,7 +168,7 @@ func (p *planner) admitLearners(wants []learnerWant) {
 	if stable {
 		var ids []string
 		for i := range p.tasks {
-			if t := p.next[i]; t.Revoke == nil && len(t.Learners) > 0 {
+			if t := p.next[i]; t.Revoke == nil && len(t.Learners) > 0 && p.moving(i) {
 				ids = append(ids, p.tasks[i].ID)
 			}
 		}
@@ -162,7 +188,8 @@ func boolFirst(a bool) int {
 
 // settleRound drops from the stable round the tasks that are being
 // revoked (their learner caught up with the round's) or whose move was
-// cancelled (no learner left), and ends the round when none is left.
+// cancelled (no learner left, or one that only warms ahead of a detached
+// member's worker), and ends the round when none is left.
 func (p *planner) settleRound() {
 	r := p.round
 	if r == nil {
@@ -174,7 +201,7 @@ func (p *planner) settleRound() {
 		if !ok {
 			continue
 		}
-		if t := p.next[i]; t.Revoke == nil && len(t.Learners) > 0 {
+		if t := p.next[i]; t.Revoke == nil && len(t.Learners) > 0 && p.moving(i) {
 			kept = append(kept, id)
 		}
 	}

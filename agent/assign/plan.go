@@ -26,9 +26,12 @@ import (
 //   - balance: the destination of every task, balancing stateful,
 //     stateless and all actives at once over the members whose worker is
 //     attached, orphans (dead owner, lost worker, no owner) included;
+//   - warmAhead: when a member's worker is detached, the destinations
+//     balance would give were it attached;
 //   - placeOrphans: give orphans their destination at once (failover);
-//   - reconcile: learners towards destinations (within Config.MaxLearners
-//     and MaxLearnersPerMember), revokes of tasks whose learner or standby
+//   - reconcile: learners towards destinations, and on detached members
+//     towards the tasks bound for them (within Config.MaxLearners and
+//     MaxLearnersPerMember), revokes of tasks whose learner or standby
 //     has caught up (per Config.Handover), stateless moves;
 //   - placeStandbys: standbys filled, balanced with the actives, moved warm.
 //
@@ -52,6 +55,7 @@ func Plan(in Input) Result {
 	p.promote()
 	if len(p.actives) > 0 {
 		p.balance()
+		p.warmAhead()
 		p.placeOrphans()
 		p.reconcile()
 	}
@@ -86,6 +90,11 @@ type planner struct {
 	round *Round
 	// dest is each task's balanced destination (set by balance).
 	dest []*member
+	// warmDest is each task's destination were every detached member's
+	// worker attached (set by warmAhead; nil when no member is detached);
+	// held is, while warmAhead runs, the destination balance chose for
+	// each task it moves, which the hypothetical balance keeps.
+	warmDest, held []*member
 	// demoted is the owner each task was promoted away from in this plan:
 	// it still holds the task's state, so it is a warm standby candidate.
 	demoted []*member

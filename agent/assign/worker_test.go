@@ -40,11 +40,11 @@ func TestPlanWorkerStates(t *testing.T) {
 		moves  []string
 	}{
 		{
-			name: "a detached newcomer gets standbys but no learner and no stateless task",
+			name: "a detached newcomer warms its share (learners, standbys) but gets no stateless task",
 			in: Input{Config: config(ids("s", 4), ids("l", 2), standby), Now: t0,
 				Members: withWorker(members("m1", "m2"), "m2", WorkerDetached),
 				Current: placed(3, "s-00=m1", "s-01=m1", "s-02=m1", "s-03=m1", "l-00=m1", "l-01=m1")},
-			want: map[string]string{"s-00": "a=m1 e=1 standbys=m2", "s-03": "a=m1 e=1 standbys=m2", "l-00": "a=m1 e=1", "l-01": "a=m1 e=1"},
+			want: map[string]string{"s-00": "a=m1 e=1 standbys=m2", "s-03": "a=m1 e=1 learners=m2", "l-00": "a=m1 e=1", "l-01": "a=m1 e=1"},
 		},
 		{
 			name: "the same newcomer, attached, starts its share",
@@ -76,8 +76,9 @@ func TestPlanWorkerStates(t *testing.T) {
 					a.Tasks["s-01"].Revoke = &Revoke{Target: "m2", Since: at(0), Reason: reasonBalance, Generation: 3}
 					a.Tasks["s-01"].Learners = learner("m2", at(0))
 				})},
-			want:  map[string]string{"s-01": "a=m1 e=1"},
-			moves: []string{"s-01 revoke-cancel m1>m2 target-detached", "s-01 learner-drop >m2 not-needed"},
+			// The learner stays: m2 warms the task ahead of its worker.
+			want:  map[string]string{"s-01": "a=m1 e=1 learners=m2"},
+			moves: []string{"s-01 revoke-cancel m1>m2 target-detached"},
 		},
 		{
 			name: "a lost worker's tasks move at once to their standbys, with the agent's release",
@@ -148,6 +149,90 @@ func TestPlanFailoverWeighsLoad(t *testing.T) {
 	for _, m := range res.Moves {
 		if m.Kind == MoveRevoke || m.Kind == MoveLearnerAdd {
 			t.Errorf("Plan(in) moves %s after the failover; want none", m.Task)
+		}
+	}
+}
+
+// TestPlanWarmAhead follows a newcomer whose agent starts before its
+// worker: while detached it gets learners for the tasks bound for it and
+// keeps them from plan to plan, but no active task and no revoke; once its
+// worker attaches and the learners have caught up, the tasks move to it.
+func TestPlanWarmAhead(t *testing.T) {
+	cfg := config(ids("s", 8), ids("l", 4))
+	cur := placed(3, "s-00=m1", "s-01=m1", "s-02=m1", "s-03=m2", "s-04=m2", "s-05=m2", "s-06=m3", "s-07=m3",
+		"l-00=m1", "l-01=m2", "l-02=m3", "l-03=m3")
+	group := append(members("m1", "m2", "m3"), Member{ID: "m4", Worker: WorkerDetached})
+	in := Input{Config: cfg, Now: t0, Members: group, Current: cur}
+
+	// The tasks a balanced target gives m4 once it is attached.
+	attached := in
+	attached.Members = members("m1", "m2", "m3", "m4")
+	var bound []string
+	for _, m := range Plan(attached).Moves {
+		if m.Kind == MoveLearnerAdd && m.To == "m4" {
+			bound = append(bound, m.Task)
+		}
+	}
+	if len(bound) != 2 {
+		t.Fatalf("an attached m4 is bound for %v, want two stateful tasks", bound)
+	}
+
+	res := Plan(in)
+	checkPlan(t, in, res)
+	var warmed []string
+	for _, m := range res.Moves {
+		switch {
+		case m.Kind == MoveLearnerAdd && m.To == "m4":
+			warmed = append(warmed, m.Task)
+		case m.To == "m4":
+			t.Errorf("detached m4 got %s %s, want only learners", m.Kind, m.Task)
+		}
+	}
+	if !slices.Equal(warmed, bound) {
+		t.Fatalf("detached m4 learns %v, want %v (the tasks bound for it)", warmed, bound)
+	}
+	for id, ta := range res.Assignment.Tasks {
+		if ta.Active == "m4" || ta.Revoke != nil {
+			t.Errorf("task %s = %s, want no active on m4 and no revoke", id, summary(ta))
+		}
+	}
+
+	// The same input again changes nothing, even once the learners have
+	// caught up: m4's worker is still not there.
+	in.Current = res.Assignment
+	in.Now = at(1)
+	in.Lags = map[string]map[string]uint64{bound[0]: {"m4": 0}, bound[1]: {"m4": 0}}
+	again := Plan(in)
+	checkPlan(t, in, again)
+	if again.Changed {
+		t.Fatalf("planning again while m4 is detached changes %q, want nothing", moveLines(again.Moves))
+	}
+
+	// m4's worker attaches: its caught-up learners are revoked to at once,
+	// and promoted once the owners release.
+	in.Members = members("m1", "m2", "m3", "m4")
+	res = Plan(in)
+	checkPlan(t, in, res)
+	for _, id := range bound {
+		if r := res.Assignment.Tasks[id].Revoke; r == nil || r.Target != "m4" {
+			t.Fatalf("task %s = %s once m4 attached, want a revoke to m4", id, summary(res.Assignment.Tasks[id]))
+		}
+	}
+	in.Current = res.Assignment
+	in.Now = at(2)
+	for i := range in.Members {
+		for _, id := range bound {
+			ta := res.Assignment.Tasks[id]
+			if in.Members[i].ID == ta.Active {
+				in.Members[i].Released = map[string]Release{id: {Epoch: ta.Epoch, Seq: 5, At: at(2), Generation: res.Assignment.Generation}}
+			}
+		}
+	}
+	res = Plan(in)
+	checkPlan(t, in, res)
+	for _, id := range bound {
+		if ta := res.Assignment.Tasks[id]; ta.Active != "m4" {
+			t.Errorf("task %s = %s after the release, want it on m4", id, summary(ta))
 		}
 	}
 }

@@ -77,6 +77,12 @@ func (w *world) join(t *rapid.T, id string) {
 				m.Positions[task] = uint64(rapid.IntRange(0, 50).Draw(t, "position"))
 			}
 		}
+		// Its agent may start before its worker: it then joins detached
+		// and warms ahead.
+		m.Worker = WorkerAttached
+		if rapid.Bool().Draw(t, "workerLate") {
+			m.Worker = WorkerDetached
+		}
 		w.live[id] = &m
 	}
 }
