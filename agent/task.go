@@ -61,17 +61,17 @@ func (j *job) wait() {
 func (t *task) position() uint64 { return t.applied.Load() }
 
 // startJobLocked replaces t's background job with fn. The previous job is
-// cancelled first, and fn runs once it has ended, unless handover is set:
+// cancelled first, and fn runs once it has ended, unless handoff is set:
 // then fn gets the previous job still running and must stop it itself (an
 // activation lets a caught-up tailer apply the previous owner's last commit
 // before it stops it). Callers hold a.mu and t.mu. Once the agent stops its
 // tasks, it starts nothing.
-func (a *Agent) startJobLocked(t *task, handover bool, fn func(ctx context.Context, prev *job)) {
+func (a *Agent) startJobLocked(t *task, handoff bool, fn func(ctx context.Context, prev *job)) {
 	if a.bgCtx.Err() != nil {
 		return
 	}
 	prev := t.job
-	if !handover {
+	if !handoff {
 		prev.stop()
 	}
 	ctx, cancel := context.WithCancel(a.bgCtx)
@@ -82,7 +82,7 @@ func (a *Agent) startJobLocked(t *task, handover bool, fn func(ctx context.Conte
 		defer a.bg.Done()
 		defer close(j.done)
 		defer cancel()
-		if !handover {
+		if !handoff {
 			prev.wait()
 			prev = nil
 		}

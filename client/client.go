@@ -163,7 +163,7 @@ func (c *Client) Commit(ctx context.Context, task string, req httpapi.CommitRequ
 }
 
 // Release tells the agent that the worker stopped the revoked task and made
-// its last commit, so that the hand-over may proceed. epoch, when not 0, is
+// its last commit, so that the hand-off may proceed. epoch, when not 0, is
 // the ownership the worker stopped: the agent refuses (ErrNotOwner) to
 // release the task at any other epoch.
 func (c *Client) Release(ctx context.Context, task string, epoch uint64) (httpapi.ReleaseResult, error) {

@@ -63,7 +63,7 @@ func (w *counter) process(ctx context.Context, t client.Task) error {
 	defer msgs.Stop()
 
 	// counts caches the committed count of each key seen since this task
-	// started here. It starts empty: after a hand-over the counts are in
+	// started here. It starts empty: after a hand-off the counts are in
 	// the sidecar's state, not here, and are read there on first use.
 	counts := map[string]uint64{}
 	p := pending{adds: map[string]uint64{}}

@@ -1,6 +1,6 @@
 // Package countworker is a complete handoff worker, importable: it counts
 // how often each key occurs in its tasks' input and keeps the counts in the
-// sidecar's state, exactly once, across hand-overs.
+// sidecar's state, exactly once, across hand-offs.
 //
 // It is a public package of its own, not the internals of an example,
 // because two programs run it: examples/counter wraps it in a command, and

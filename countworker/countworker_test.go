@@ -22,11 +22,11 @@ import (
 	"github.com/handoffhq/handoff/httpapi"
 )
 
-// TestCounterCountsAcrossHandOver runs Run against a real in-process
+// TestCounterCountsAcrossHandoff runs Run against a real in-process
 // JetStream server and an in-memory sidecar: it counts a task's input,
 // commits counts with checkpoints, follows a revoke, resumes from the
 // checkpoint when the task comes back, and exits on shutdown.
-func TestCounterCountsAcrossHandOver(t *testing.T) {
+func TestCounterCountsAcrossHandoff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a NATS server")
 	}

@@ -48,7 +48,7 @@ func parseDemo(args []string, out io.Writer, getenv func(string) string) (demoSe
 	fs.IntVar(&s.stateless, "stateless", 4, "stateless tasks")
 	fs.IntVar(&s.rate, "rate", 300, "input messages per second over all tasks")
 	fs.IntVar(&s.members, "members", 3, "members before the scale-up")
-	fs.StringVar(&s.handover, "handover", "eager", "hand-over mode: eager (each learner moves once caught up) or stable (a round at once)")
+	fs.StringVar(&s.handover, "handover", "eager", "hand-off mode: eager (each learner moves once caught up) or stable (a round at once)")
 	fs.IntVar(&s.history, "history", 100_000, "records of state each stateful task has before the demo starts (what learners replay)")
 	fs.IntVar(&s.valueSize, "value-size", 100, "bytes per value of that state")
 	fs.DurationVar(&s.hold, "hold", 6*time.Second, "how long each phase runs once the group has settled")
@@ -62,7 +62,7 @@ func parseDemo(args []string, out io.Writer, getenv func(string) string) (demoSe
 Starts a group of in-process agents and counter workers on an embedded NATS
 server, feeds them input, scales the group up by one member and then makes
 one member leave, while showing who owns what, the learners' progress and
-every hand-over's pause. It ends with a report and an exact-count check of
+every hand-off's pause. It ends with a report and an exact-count check of
 every task's state, replayed from the changelog. Nothing to set up; the data
 directory is removed at exit (--keep keeps it). Ctrl-C stops it cleanly.
 

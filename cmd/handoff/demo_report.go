@@ -48,7 +48,7 @@ func writeDemoReport(w io.Writer, r demoReport) {
 	}
 	st := pauseStatsOf(all)
 	fmt.Fprintf(w, "Report (%s mode, %s in all; from the scale-up on)\n", r.settings.handover, r.elapsed.Round(100*time.Millisecond))
-	fmt.Fprintf(w, "  moves          %d hand-overs: %d stateful, %d stateless\n", len(r.pauses), stateful, stateless)
+	fmt.Fprintf(w, "  moves          %d hand-offs: %d stateful, %d stateless\n", len(r.pauses), stateful, stateless)
 	if st.Count > 0 {
 		fmt.Fprintf(w, "  pauses         p50 %s · p99 %s · max %s  (next owner's worker start − previous owner's release)\n",
 			benchMSCell(st.P50), benchMSCell(st.P99), benchMSCell(st.Max))

@@ -63,7 +63,7 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(got, "counts         exact:") {
 		t.Errorf("the report does not say the counts are exact:\n%s", got)
 	}
-	m := regexp.MustCompile(`moves +(\d+) hand-overs: (\d+) stateful`).FindStringSubmatch(got)
+	m := regexp.MustCompile(`moves +(\d+) hand-offs: (\d+) stateful`).FindStringSubmatch(got)
 	if m == nil {
 		t.Fatalf("no moves line in the report:\n%s", got)
 	}

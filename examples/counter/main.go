@@ -1,6 +1,6 @@
 // Command counter is the example handoff worker: it counts how often each
 // key occurs in its tasks' input and keeps the counts in the sidecar's
-// state, exactly once, across hand-overs. Copy it as the shape of a worker.
+// state, exactly once, across hand-offs. Copy it as the shape of a worker.
 //
 // The logic lives in the public package countworker (the repository's
 // countworker directory), whose doc describes the input, the checkpoint and

@@ -4,7 +4,7 @@
 It does the job of the Go counter (examples/counter): for every stateful
 task active on its member, it counts how often each key (a message's body)
 occurs in the task's input, and commits the counts to the sidecar with the
-input position reached as the checkpoint, exactly once across hand-overs.
+input position reached as the checkpoint, exactly once across hand-offs.
 Copy it as the shape of a worker in any language; docs/api.md is the
 contract it follows, and `handoff conformance -- python3 worker.py` checks it.
 
@@ -306,7 +306,7 @@ class TaskRun:
         if BREAK == "ignore-checkpoint":
             pos = 0
         # committed caches the counts this run committed; it starts empty,
-        # because after a hand-over the counts are in the sidecar.
+        # because after a hand-off the counts are in the sidecar.
         committed, pending, pending_n, first = {}, {}, 0, 0.0
         nats = Nats(self.w.nats_url)
         try:
@@ -491,7 +491,7 @@ class Worker:
             if BREAK == "sleep-poll" and polls < 5:
                 polls += 1
                 time.sleep(3)
-            # Poll again at once: the sooner a change is seen, the shorter a hand-over.
+            # Poll again at once: the sooner a change is seen, the shorter a hand-off.
 
 
 class Stopped(Exception):

@@ -26,7 +26,7 @@ func TestCheckChain(t *testing.T) {
 		{"one owner", []changelog.Record{rec(1, m, 1), rec(2, c, 1), rec(5, c, 1)}, 0},
 		{"handover", []changelog.Record{rec(1, m, 1), rec(2, c, 1), rec(3, m, 2), rec(4, c, 2)}, 0},
 		{"same owner restarted", []changelog.Record{rec(1, m, 1), rec(2, c, 1), rec(3, m, 1), rec(4, c, 1)}, 0},
-		{"stale commit after handover", []changelog.Record{rec(1, m, 1), rec(2, m, 2), rec(3, c, 1)}, 1},
+		{"stale commit after hand-off", []changelog.Record{rec(1, m, 1), rec(2, m, 2), rec(3, c, 1)}, 1},
 		{"commit before marker", []changelog.Record{rec(1, c, 1)}, 1},
 		{"epoch goes down", []changelog.Record{rec(1, m, 2), rec(2, m, 1)}, 1},
 	}

@@ -63,7 +63,7 @@ type Options struct {
 	// 127.0.0.1 on a free port. On a server of its own, Close deletes the
 	// group's streams and bucket unless Keep is set.
 	NATSURL string
-	// Config is the group's config: tasks, hand-over mode, timeouts. Open
+	// Config is the group's config: tasks, hand-off mode, timeouts. Open
 	// validates it.
 	Config assign.Config
 	// Batch and MaxDelay are the counter workers' (countworker.Options).

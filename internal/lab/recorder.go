@@ -34,8 +34,8 @@ type Recorder struct {
 	steady   []SteadyChange
 	group    httpapi.GroupView // the latest group view read
 	running  map[string]runningTask
-	released map[string]handover // the last release of each task, until its next start
-	lost     map[string]handover // tasks whose owner crashed, until their next start
+	released map[string]handoff // the last release of each task, until its next start
+	lost     map[string]handoff // tasks whose owner crashed, until their next start
 	caught   map[pair]bool       // learners already said to have caught up
 	joined   map[string]bool     // members already seen in a generation
 	last     sample              // the latest sample
@@ -56,8 +56,8 @@ type runningTask struct {
 	since  time.Time
 }
 
-// handover is where a task left from: a release or a crash.
-type handover struct {
+// handoff is where a task left from: a release or a crash.
+type handoff struct {
 	member string
 	epoch  uint64
 	at     time.Time
@@ -91,7 +91,7 @@ func newRecorder(tasks []assign.Task, onNote func(Note)) *Recorder {
 	r := &Recorder{
 		tasks: tasks, stateful: map[string]bool{}, onNote: onNote,
 		open: map[pair]*Span{}, latest: map[pair]Report{},
-		running: map[string]runningTask{}, released: map[string]handover{}, lost: map[string]handover{},
+		running: map[string]runningTask{}, released: map[string]handoff{}, lost: map[string]handoff{},
 		caught: map[pair]bool{}, joined: map[string]bool{}, sampled: make(chan struct{}),
 		committed: map[string]uint64{},
 	}
@@ -135,7 +135,7 @@ func (r *Recorder) mark(m Mark) {
 		r.unsteadyLocked(m.At)
 		for task, rt := range r.running {
 			if rt.member == m.Member {
-				r.lost[task] = handover{member: m.Member, epoch: rt.epoch, at: m.At, crash: true}
+				r.lost[task] = handoff{member: m.Member, epoch: rt.epoch, at: m.At, crash: true}
 				delete(r.running, task)
 			}
 		}
@@ -179,7 +179,7 @@ func (r *Recorder) workerEvent(member string, e countworker.Event) {
 			r.unsteadyLocked(e.Time)
 		}
 	case client.EventRelease:
-		r.released[e.Task] = handover{member: member, epoch: e.Epoch, at: e.Time}
+		r.released[e.Task] = handoff{member: member, epoch: e.Epoch, at: e.Time}
 		r.unsteadyLocked(e.Time)
 	case client.EventCommit:
 		r.committed[e.Task] = max(r.committed[e.Task], e.Checkpoint)

@@ -105,7 +105,7 @@ func New(t testing.TB, o Options) *Harness {
 		t.Fatal(err)
 	}
 	h.Gen = newGenerator(h.js, o.Group, h.stateful, o.Keys, o.Rate)
-	h.Logf("NATS up (%d node(s), replicas %d); group %s: stateful %s, stateless %s, %s hand-over",
+	h.Logf("NATS up (%d node(s), replicas %d); group %s: stateful %s, stateless %s, %s hand-off",
 		o.NATSNodes, o.Replicas, o.Group, o.Stateful, o.Stateless, o.Handover)
 	return h
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // TestScaleUpAndLeave grows a loaded group from 3 to 4 members and shrinks
-// it back with POST /leave, in both hand-over modes. Every move is planned:
+// it back with POST /leave, in both hand-off modes. Every move is planned:
 // no activation replays anything, no task has two owners at once, and the
 // member that left exits by itself (agent and worker) once told shutdown.
 func TestScaleUpAndLeave(t *testing.T) {
