@@ -35,7 +35,7 @@ type AgentLog struct {
 
 func newAgentLog(member, path string) *AgentLog {
 	l := &AgentLog{member: member}
-	l.r = lineReader{path: path, parse: l.add}
+	l.r = lineReader{Path: path, Parse: l.add}
 	return l
 }
 
