@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/internal/lab"
+	"github.com/handoffhq/handoff/internal/proc"
 )
 
 func init() {
@@ -56,6 +58,9 @@ type benchSettings struct {
 	Timeout       time.Duration `json:"-"`
 	Sample        time.Duration `json:"-"`
 	Seed          uint64        `json:"seed"`
+	Processes     bool          `json:"processes"`
+	Bin           string        `json:"-"`
+	AgentEnv      []string      `json:"agentEnv,omitempty"`
 	Keep          bool          `json:"-"`
 	JSON          bool          `json:"-"`
 	Out           string        `json:"-"`
@@ -101,17 +106,29 @@ func benchFlags(s *benchSettings, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&s.Timeout, "timeout", 5*time.Minute, "give up on a mode's run after this long")
 	fs.DurationVar(&s.Sample, "sample", 25*time.Millisecond, "how often every member's view is sampled")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the history and the input (same seed, same data)")
+	fs.BoolVar(&s.Processes, "processes", false, "run every member as a 'handoff agent' process with an examples/counter worker process, on a nats-server process (unless --nats); without it, everything runs in this process")
+	fs.StringVar(&s.Bin, "bin", "", "with --processes: `DIR` holding the handoff, counter and nats-server binaries; empty builds them from this module (needs the go command)")
+	fs.Func("agent-env", "with --processes: `NAME=VALUE` added to every agent's environment (repeatable), for A/B runs", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("%q: use NAME=VALUE", v)
+		}
+		s.AgentEnv = append(s.AgentEnv, v)
+		return nil
+	})
 	fs.BoolVar(&s.Keep, "keep", false, "keep each run's data directory")
 	fs.BoolVar(&s.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.StringVar(&s.Out, "out", "", "write results.json, table.txt and timeline-<mode>.svg into `DIR`")
 	fs.Usage = func() {
 		fmt.Fprint(out, `Usage: handoff bench [flags]
 
-Runs one scenario once per mode, each on a fresh in-process group with the
-same pre-loaded state and input, and measures: per-task pauses, task-seconds
+Runs one scenario once per mode, each on a fresh group with the same
+pre-loaded state and input, and measures: per-task pauses, task-seconds
 unavailable, time to balanced, generations, what learners and activations
 replayed, learner-seconds, the input's throughput dip, and the restore rate
-next to the raw replay ceiling. docs/bench.md explains each figure.
+next to the raw replay ceiling. The group runs in this process, or with
+--processes as separate agent, worker and nats-server processes, which adds
+a breakdown of each hand-off from the processes' logs. docs/bench.md
+explains each figure.
 
 Flags:
 `)
@@ -205,11 +222,19 @@ func runBench(ctx context.Context, args []string, e *env) error {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
+	var procs *lab.Processes
+	if s.Processes {
+		if procs, err = benchBinaries(s); err != nil {
+			return err
+		}
+	} else if s.Bin != "" || len(s.AgentEnv) > 0 {
+		return errors.New("--bin and --agent-env need --processes")
+	}
 	prog := newBenchProgress(e.stderr, len(s.Modes))
 	res := benchResults{Settings: s, Started: time.Now().UTC()}
 	for i, mode := range s.Modes {
 		prog.startRun(i, mode)
-		run, rec := benchMode(ctx, s, mode, prog)
+		run, rec := benchMode(ctx, s, mode, procs, prog)
 		if rec != nil && s.Out != "" && run.Available {
 			name := "timeline-" + mode + ".svg"
 			if err := writeFile(filepath.Join(s.Out, name), func(w io.Writer) error { return writeTimelineSVG(w, s, run, rec) }); err != nil {
@@ -271,4 +296,27 @@ func writeFile(name string, fn func(io.Writer) error) error {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
+}
+
+// benchBinaries finds the binaries of a bench of processes in --bin, or
+// builds them.
+func benchBinaries(s benchSettings) (*lab.Processes, error) {
+	if s.Bin == "" {
+		b, err := proc.Build()
+		if err != nil {
+			return nil, fmt.Errorf("--processes: %w (or give --bin)", err)
+		}
+		return &lab.Processes{Binaries: b, AgentEnv: s.AgentEnv}, nil
+	}
+	b := proc.Binaries{
+		Handoff:    filepath.Join(s.Bin, "handoff"),
+		Counter:    filepath.Join(s.Bin, "counter"),
+		NATSServer: filepath.Join(s.Bin, "nats-server"),
+	}
+	for _, p := range []string{b.Handoff, b.Counter, b.NATSServer} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("--bin: %w (build them with: go build -o %s ./cmd/handoff ./examples/counter github.com/nats-io/nats-server/v2)", err, s.Bin)
+		}
+	}
+	return &lab.Processes{Binaries: b, AgentEnv: s.AgentEnv}, nil
 }

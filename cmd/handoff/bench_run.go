@@ -51,7 +51,7 @@ func benchConfig(s benchSettings, mode string) (assign.Config, error) {
 }
 
 // benchMode runs the scenario in one mode on a fresh lab.
-func benchMode(ctx context.Context, s benchSettings, mode string, prog *benchProgress) (benchRun, *benchTimeline) {
+func benchMode(ctx context.Context, s benchSettings, mode string, procs *lab.Processes, prog *benchProgress) (benchRun, *benchTimeline) {
 	run := benchRun{Mode: mode}
 	cfg, err := benchConfig(s, mode)
 	if err != nil {
@@ -62,7 +62,7 @@ func benchMode(ctx context.Context, s benchSettings, mode string, prog *benchPro
 	run.Available = true
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	tl, err := benchExecute(ctx, s, cfg, &run, prog)
+	tl, err := benchExecute(ctx, s, cfg, &run, procs, prog)
 	if err != nil {
 		run.Error = err.Error()
 		prog.note("%s: %v", mode, err)
@@ -71,7 +71,7 @@ func benchMode(ctx context.Context, s benchSettings, mode string, prog *benchPro
 }
 
 // benchExecute opens the lab, runs the scenario and measures it.
-func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *benchRun, prog *benchProgress) (_ *benchTimeline, err error) {
+func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *benchRun, procs *lab.Processes, prog *benchProgress) (_ *benchTimeline, err error) {
 	run.Load[0] = benchLoadAverage()
 	run.Group = "bench-" + run.Mode
 	if s.NATS != "" {
@@ -79,7 +79,7 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	}
 	l, err := lab.Open(ctx, lab.Options{
 		Group: run.Group, NATSURL: s.NATS, Config: cfg, Keep: s.Keep, SampleEvery: s.Sample,
-		Seed: s.Seed, AgentLevel: zerolog.InfoLevel,
+		Seed: s.Seed, AgentLevel: zerolog.InfoLevel, Processes: procs,
 	})
 	if err != nil {
 		return nil, err

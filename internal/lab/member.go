@@ -49,6 +49,8 @@ type Member struct {
 	activationReplayed float64
 	starts             int
 	failures           []error // incarnations that could not be stopped
+	// procs are the member's processes when the lab runs processes.
+	procs *memberProcs
 }
 
 // incarnation is one start of a member, from start to teardown.
@@ -61,6 +63,9 @@ type incarnation struct {
 	reg          *prometheus.Registry
 	api          *httpapi.Server
 	inputJS      jetstream.JetStream // the worker's
+	// procs is set, and the in-process parts above are not, when the
+	// member runs as processes.
+	procs *memberProcs
 
 	cancelAgent, cancelAPI, cancelWorker context.CancelFunc
 	agentDone, apiDone, workerDone       chan struct{}
@@ -91,6 +96,9 @@ func (m *Member) start(ctx context.Context) error {
 // listener. Nothing runs yet; run starts it.
 func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 	l := m.lab
+	if l.opts.Processes != nil {
+		return m.openProcesses(ctx)
+	}
 	log := l.log.With().Str("member", m.ID).Logger()
 	inc := &incarnation{
 		agentDone: make(chan struct{}), apiDone: make(chan struct{}), workerDone: make(chan struct{}),
@@ -147,6 +155,10 @@ func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 
 // abort closes an opened incarnation that never ran.
 func (inc *incarnation) abort() {
+	if inc.procs != nil {
+		inc.abortProcesses()
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = inc.api.Run(ctx) // serves nothing and closes the listener
@@ -158,6 +170,10 @@ func (inc *incarnation) abort() {
 // run starts an opened incarnation: agent, API and worker. It runs until
 // torn down.
 func (m *Member) run(inc *incarnation) {
+	if inc.procs != nil {
+		m.runProcesses(inc)
+		return
+	}
 	l := m.lab
 	log := l.log.With().Str("member", m.ID).Logger()
 	api, wjs := inc.api, inc.inputJS
@@ -218,6 +234,10 @@ const stopWait = 20 * time.Second
 func (m *Member) teardown(inc *incarnation, graceful bool, state string) error {
 	inc.once.Do(func() {
 		defer close(inc.ended)
+		if inc.procs != nil {
+			m.teardownProcesses(inc, graceful, state)
+			return
+		}
 		m.mu.Lock() // no new samples from here on
 		if m.inc == inc {
 			m.inc, m.state = nil, state
@@ -378,7 +398,7 @@ func (m *Member) fetchView() <-chan viewResult {
 	done := make(chan struct{})
 	go func() {
 		defer inc.calls.Done()
-		r := viewResult{view: inc.agent.Assignment(), leading: inc.agent.Leading(), ok: true}
+		r := m.askView(inc)
 		inc.asking.Store(false)
 		close(done)
 		out <- r
@@ -401,6 +421,9 @@ func (m *Member) fetchView() <-chan viewResult {
 func (m *Member) ActivationReplayed() float64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if m.procs != nil {
+		return m.procs.replayedByActivations()
+	}
 	v := m.activationReplayed
 	if m.inc != nil {
 		v += counterValue(m.inc.reg, "handoff_activation_replayed_messages_total")

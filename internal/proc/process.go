@@ -20,6 +20,8 @@ type Process struct {
 	Path    string
 	Args    []string
 	LogPath string
+	// Env is added to the parent's environment.
+	Env []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -42,6 +44,9 @@ func (p *Process) Start() error {
 	fmt.Fprintf(logf, "=== start %d of %s at %s: %s %v\n", p.starts+1, p.Name, time.Now().Format(time.RFC3339Nano), p.Path, p.Args)
 	cmd := exec.Command(p.Path, p.Args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
