@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/examples/counter/countworker"
 	"github.com/handoffhq/handoff/internal/lab"
 	"github.com/handoffhq/handoff/internal/proc"
 )
@@ -39,32 +40,33 @@ const (
 
 // benchSettings are the bench's flags.
 type benchSettings struct {
-	Scenario      string        `json:"scenario"`
-	From          int           `json:"from"`
-	To            int           `json:"to"`
-	Modes         []string      `json:"modes"`
-	NATS          string        `json:"nats,omitempty"`
-	Tasks         int           `json:"tasks"`
-	StatelessPart float64       `json:"statelessShare"`
-	Keys          int           `json:"keys"`
-	ValueSize     int           `json:"valueSize"`
-	Rate          int           `json:"rate"`
-	Standbys      int           `json:"standbys"`
-	MaxLearners   int           `json:"maxLearnersPerMember"`
-	AcceptableLag uint64        `json:"acceptableLag"`
-	Session       time.Duration `json:"-"`
-	Warmup        time.Duration `json:"-"`
-	Hold          time.Duration `json:"-"`
-	Timeout       time.Duration `json:"-"`
-	Sample        time.Duration `json:"-"`
-	Seed          uint64        `json:"seed"`
-	Processes     bool          `json:"processes"`
-	Bin           string        `json:"-"`
-	AgentEnv      []string      `json:"agentEnv,omitempty"`
-	Keep          bool          `json:"-"`
-	JSON          bool          `json:"-"`
-	Out           string        `json:"-"`
-	modes         string
+	Scenario       string        `json:"scenario"`
+	From           int           `json:"from"`
+	To             int           `json:"to"`
+	Modes          []string      `json:"modes"`
+	NATS           string        `json:"nats,omitempty"`
+	Tasks          int           `json:"tasks"`
+	StatelessPart  float64       `json:"statelessShare"`
+	Keys           int           `json:"keys"`
+	ValueSize      int           `json:"valueSize"`
+	Rate           int           `json:"rate"`
+	Standbys       int           `json:"standbys"`
+	MaxLearners    int           `json:"maxLearnersPerMember"`
+	AcceptableLag  uint64        `json:"acceptableLag"`
+	Session        time.Duration `json:"-"`
+	Warmup         time.Duration `json:"-"`
+	Hold           time.Duration `json:"-"`
+	Timeout        time.Duration `json:"-"`
+	Sample         time.Duration `json:"-"`
+	Seed           uint64        `json:"seed"`
+	Processes      bool          `json:"processes"`
+	WorkerMaxDelay time.Duration `json:"-"`
+	Bin            string        `json:"-"`
+	AgentEnv       []string      `json:"agentEnv,omitempty"`
+	Keep           bool          `json:"-"`
+	JSON           bool          `json:"-"`
+	Out            string        `json:"-"`
+	modes          string
 }
 
 // MarshalJSON writes s with its durations as Go duration strings ("2s").
@@ -77,7 +79,8 @@ func (s benchSettings) MarshalJSON() ([]byte, error) {
 		Hold    string `json:"hold"`
 		Timeout string `json:"timeout"`
 		Sample  string `json:"sampleEvery"`
-	}{plain(s), s.Session.String(), s.Warmup.String(), s.Hold.String(), s.Timeout.String(), s.Sample.String()})
+		Delay   string `json:"workerMaxDelay"`
+	}{plain(s), s.Session.String(), s.Warmup.String(), s.Hold.String(), s.Timeout.String(), s.Sample.String(), s.WorkerMaxDelay.String()})
 }
 
 // stateful and stateless split Tasks by StatelessPart.
@@ -104,6 +107,7 @@ func benchFlags(s *benchSettings, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&s.Warmup, "warmup", 3*time.Second, "steady running before the event (the throughput baseline)")
 	fs.DurationVar(&s.Hold, "hold", time.Second, "how long the group must stay steady to count as balanced")
 	fs.DurationVar(&s.Timeout, "timeout", 5*time.Minute, "give up on a mode's run after this long")
+	fs.DurationVar(&s.WorkerMaxDelay, "worker-max-delay", countworker.DefaultMaxDelay, "the counter workers' --max-delay: the longest a message read waits for its commit")
 	fs.DurationVar(&s.Sample, "sample", 25*time.Millisecond, "how often every member's view is sampled")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the history and the input (same seed, same data)")
 	fs.BoolVar(&s.Processes, "processes", false, "run every member as a 'handoff agent' process with an examples/counter worker process, on a nats-server process (unless --nats); without it, everything runs in this process")
@@ -198,8 +202,8 @@ func parseBench(args []string, out io.Writer) (benchSettings, error) {
 		return s, errors.New("--keys and --value-size must be 0 or more")
 	case s.Rate < 1:
 		return s, fmt.Errorf("--rate %d: use at least 1 message per second", s.Rate)
-	case s.Hold < 0 || s.Warmup < 0 || s.Timeout <= 0 || s.Sample <= 0:
-		return s, errors.New("--warmup and --hold must be 0 or more; --timeout and --sample positive")
+	case s.Hold < 0 || s.Warmup < 0 || s.Timeout <= 0 || s.Sample <= 0 || s.WorkerMaxDelay <= 0:
+		return s, errors.New("--warmup and --hold must be 0 or more; --timeout, --sample and --worker-max-delay positive")
 	}
 	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,7 +80,7 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	}
 	l, err := lab.Open(ctx, lab.Options{
 		Group: run.Group, NATSURL: s.NATS, Config: cfg, Keep: s.Keep, SampleEvery: s.Sample,
-		Seed: s.Seed, AgentLevel: zerolog.InfoLevel, Processes: procs,
+		Seed: s.Seed, AgentLevel: zerolog.InfoLevel, Processes: procs, MaxDelay: s.WorkerMaxDelay,
 	})
 	if err != nil {
 		return nil, err
@@ -147,6 +148,9 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	}
 	run.TimeToBalancedMS = durMS(balanced.Sub(event))
 	run.Generations = steady.Generation - rec.GenerationAt(event)
+	if s.Scenario == scenarioScaleUp {
+		run.NewcomerTasks = newcomerTasks(rec.Snapshot(), benchMemberIDs(s.From+1, s.To))
+	}
 	run.ActivationReplayedMetric = l.ActivationReplayed() - activationBefore
 
 	prog.phase("draining the input and checking the changelog", 0.9)
@@ -164,6 +168,7 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 
 	pauses := rec.Pauses(event)
 	benchPauses(run, pauses, event)
+	run.Breakdown = benchBreakdown(l.Handoffs(pauses))
 	run.LearnerSeconds = rec.RoleSeconds(lab.RoleLearner, event, balanced)
 	run.RestoringSeconds = rec.RoleSeconds(lab.RoleRestoring, event, balanced)
 	var learnerRates []float64
@@ -358,4 +363,19 @@ func benchMaxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// newcomerTasks is the most stateful tasks one of newcomers owns in snap.
+func newcomerTasks(snap lab.Snapshot, newcomers []string) int {
+	n := map[string]int{}
+	for _, t := range snap.Tasks {
+		if t.Stateful && slices.Contains(newcomers, t.Owner) {
+			n[t.Owner]++
+		}
+	}
+	most := 0
+	for _, c := range n {
+		most = max(most, c)
+	}
+	return most
 }

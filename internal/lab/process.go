@@ -55,6 +55,7 @@ type AgentEvent struct {
 	At         time.Time `json:"at"`
 	Message    string    `json:"message"`
 	Task       string    `json:"task,omitempty"`
+	To         string    `json:"to,omitempty"` // a plan's new owner
 	Epoch      uint64    `json:"epoch,omitempty"`
 	Generation uint64    `json:"generation,omitempty"`
 	Version    uint64    `json:"version,omitempty"`
@@ -65,6 +66,7 @@ type agentLine struct {
 	Time       time.Time `json:"time"`
 	Message    string    `json:"message"`
 	Task       string    `json:"task"`
+	To         string    `json:"to"`
 	Epoch      uint64    `json:"epoch"`
 	Generation uint64    `json:"generation"`
 	Version    uint64    `json:"version"`
@@ -106,12 +108,12 @@ func (m *Member) procsOf() (*memberProcs, error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		switch a.Message {
-		case "agent started":
+		case LogAgentStarted:
 			p.api = a.API
-		case "task active":
+		case LogTaskActive:
 			p.replayed += float64(a.Replayed)
 		}
-		p.agentEvents = append(p.agentEvents, AgentEvent{Member: m.ID, At: a.Time, Message: a.Message, Task: a.Task,
+		p.agentEvents = append(p.agentEvents, AgentEvent{Member: m.ID, At: a.Time, Message: a.Message, Task: a.Task, To: a.To,
 			Epoch: a.Epoch, Generation: a.Generation, Version: a.Version})
 		return nil
 	}}

@@ -1,0 +1,135 @@
+package lab
+
+import (
+	"time"
+
+	"github.com/handoffhq/handoff/examples/counter/countworker"
+)
+
+// The agent log lines a hand-off's breakdown reads. Each names one step;
+// docs/bench.md lists them with the process that logs each.
+const (
+	LogReleaseReceived = "release received" // the old owner: POST /tasks/{id}/release arrived
+	LogTaskReleased    = "task released"    // the old owner: the release is recorded
+	LogReleaseSeen     = "release seen"     // the leader: it saw the release in the group's bucket
+	LogPlan            = "plan"             // the leader: a move of the generation it published
+	LogGenerationSeen  = "generation seen"  // a member: it saw a new generation of the assignment
+	LogTaskActive      = "task active"      // the new owner: the epoch marker is fenced and applied
+	LogViewChanged     = "view changed"     // a member: its worker's view got a new version
+	LogAgentStarted    = "agent started"    // an agent serves its API
+)
+
+// stepMatchWindow is how far from its pause a step's line may be.
+const stepMatchWindow = 30 * time.Second
+
+// HandoffSteps are the steps of a planned hand-off, in order.
+var HandoffSteps = []string{
+	"release received",
+	"leader sees the release",
+	"generation published",
+	"new owner sees it",
+	"activation fenced",
+	"view version bumped",
+	"worker's long-poll answered",
+	"first commit accepted",
+}
+
+// Handoff is one planned move as the processes' logs show it: when each of
+// HandoffSteps happened (zero where no line shows it), next to the old
+// owner's worker's release (the start of the pause).
+type Handoff struct {
+	Task     string      `json:"task"`
+	Stateful bool        `json:"stateful"`
+	From     string      `json:"from"`
+	To       string      `json:"to"`
+	Epoch    uint64      `json:"epoch"` // the new owner's
+	Release  time.Time   `json:"release"`
+	Steps    []time.Time `json:"steps"`
+}
+
+// Since returns how long after the worker's release step i happened, and
+// whether the logs show it.
+func (h Handoff) Since(i int) (time.Duration, bool) {
+	if h.Steps[i].IsZero() {
+		return 0, false
+	}
+	return h.Steps[i].Sub(h.Release), true
+}
+
+// Handoffs returns the breakdown of every finished planned move among
+// pauses, from the agents' logs and the workers' events. It needs a lab of
+// processes (each agent its own log); an in-process lab returns nil.
+func (l *Lab) Handoffs(pauses []Pause) []Handoff {
+	agents := l.AgentEvents()
+	if len(agents) == 0 {
+		return nil
+	}
+	workers := l.rec.WorkerEvents()
+	var out []Handoff
+	for _, p := range pauses {
+		if p.Kind != PausePlanned || p.Unfinished || p.To == "" || p.To == p.From {
+			continue
+		}
+		h := Handoff{Task: p.Task, Stateful: p.Stateful, From: p.From, To: p.To, Release: p.Start,
+			Steps: make([]time.Time, len(HandoffSteps))}
+		var oldEpoch uint64
+		for _, e := range workers {
+			switch {
+			case e.Member == p.From && e.Task == p.Task && e.Kind == countworker.EventRelease && e.Time.Equal(p.Start):
+				oldEpoch = e.Epoch
+			case e.Member == p.To && e.Task == p.Task && e.Kind == countworker.EventStart && e.Time.Equal(p.End):
+				h.Epoch = e.Epoch
+				h.Steps[6] = e.Time
+			case h.Epoch > 0 && h.Steps[7].IsZero() && e.Member == p.To && e.Task == p.Task &&
+				e.Kind == countworker.EventCommit && e.Epoch == h.Epoch:
+				h.Steps[7] = e.Time
+			}
+		}
+		from, until := p.Start.Add(-stepMatchWindow), p.End.Add(stepMatchWindow)
+		within := func(e AgentEvent) bool { return !e.At.Before(from) && !e.At.After(until) }
+		// The old owner's last release line of the task before the worker
+		// heard back.
+		fallback := time.Time{}
+		for _, e := range agents {
+			if e.Member != p.From || e.Task != p.Task || e.Epoch != oldEpoch || !within(e) || e.At.After(p.Start) {
+				continue
+			}
+			switch e.Message {
+			case LogReleaseReceived:
+				h.Steps[0] = e.At
+			case LogTaskReleased: // where an agent logs no "release received"
+				fallback = e.At
+			}
+		}
+		if h.Steps[0].IsZero() {
+			h.Steps[0] = fallback
+		}
+		var gen uint64
+		for _, e := range agents {
+			if !within(e) || e.At.Before(h.Steps[0]) {
+				continue
+			}
+			switch {
+			case h.Steps[1].IsZero() && e.Message == LogReleaseSeen && e.Task == p.Task && e.Epoch == oldEpoch:
+				h.Steps[1] = e.At
+			case h.Steps[2].IsZero() && e.Message == LogPlan && e.Task == p.Task && e.To == p.To:
+				h.Steps[2], gen = e.At, e.Generation
+			case h.Steps[4].IsZero() && e.Message == LogTaskActive && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
+				h.Steps[4] = e.At
+			}
+		}
+		for _, e := range agents {
+			if !within(e) || e.Member != p.To {
+				continue
+			}
+			switch {
+			case h.Steps[3].IsZero() && gen > 0 && e.Message == LogGenerationSeen && e.Generation >= gen:
+				h.Steps[3] = e.At
+			case h.Steps[5].IsZero() && !h.Steps[4].IsZero() && e.Message == LogViewChanged && !e.At.Before(h.Steps[4]):
+				h.Steps[5] = e.At
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}
