@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/examples/counter/countworker"
 	"github.com/handoffhq/handoff/internal/lab"
@@ -63,6 +65,7 @@ type benchSettings struct {
 	WorkerMaxDelay time.Duration `json:"-"`
 	Bin            string        `json:"-"`
 	AgentEnv       []string      `json:"agentEnv,omitempty"`
+	AgentLevel     string        `json:"agentLogLevel"`
 	Keep           bool          `json:"-"`
 	JSON           bool          `json:"-"`
 	Out            string        `json:"-"`
@@ -119,6 +122,7 @@ func benchFlags(s *benchSettings, out io.Writer) *flag.FlagSet {
 		s.AgentEnv = append(s.AgentEnv, v)
 		return nil
 	})
+	fs.StringVar(&s.AgentLevel, "agent-log-level", "info", "the agents' log `level` (debug shows every HTTP request and activation's timings; it slows the agents)")
 	fs.BoolVar(&s.Keep, "keep", false, "keep each run's data directory")
 	fs.BoolVar(&s.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.StringVar(&s.Out, "out", "", "write results.json, table.txt and timeline-<mode>.svg into `DIR`")
@@ -159,6 +163,9 @@ func parseBench(args []string, out io.Writer) (benchSettings, error) {
 		default:
 			return s, fmt.Errorf("--modes: unknown mode %q; use eager, stable, cold or cold-sim", m)
 		}
+	}
+	if _, err := zerolog.ParseLevel(s.AgentLevel); err != nil || s.AgentLevel == "" {
+		return s, fmt.Errorf("--agent-log-level %q: use debug, info, warn or error", s.AgentLevel)
 	}
 	if len(s.Modes) == 0 {
 		return s, errors.New("--modes: name at least one mode")

@@ -80,7 +80,7 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	}
 	l, err := lab.Open(ctx, lab.Options{
 		Group: run.Group, NATSURL: s.NATS, Config: cfg, Keep: s.Keep, SampleEvery: s.Sample,
-		Seed: s.Seed, AgentLevel: zerolog.InfoLevel, Processes: procs, MaxDelay: s.WorkerMaxDelay,
+		Seed: s.Seed, AgentLevel: benchAgentLevel(s), Processes: procs, MaxDelay: s.WorkerMaxDelay,
 	})
 	if err != nil {
 		return nil, err
@@ -378,4 +378,13 @@ func newcomerTasks(snap lab.Snapshot, newcomers []string) int {
 		most = max(most, c)
 	}
 	return most
+}
+
+// benchAgentLevel is the agents' log level (checked by parseBench).
+func benchAgentLevel(s benchSettings) zerolog.Level {
+	l, err := zerolog.ParseLevel(s.AgentLevel)
+	if err != nil {
+		return zerolog.InfoLevel
+	}
+	return l
 }
