@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,9 +67,13 @@ type benchSettings struct {
 	Bin            string        `json:"-"`
 	AgentEnv       []string      `json:"agentEnv,omitempty"`
 	AgentLevel     string        `json:"agentLogLevel"`
-	Keep           bool          `json:"-"`
-	JSON           bool          `json:"-"`
-	Out            string        `json:"-"`
+	CommitTasks    []int         `json:"commitTasks,omitempty"`
+	CommitRecords  int           `json:"commitRecords,omitempty"`
+	CommitDuration time.Duration `json:"-"`
+	commitTasks    string
+	Keep           bool   `json:"-"`
+	JSON           bool   `json:"-"`
+	Out            string `json:"-"`
 	modes          string
 }
 
@@ -94,7 +99,10 @@ func benchFlags(s *benchSettings, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&s.modes, "modes", "eager,stable,cold", "comma-separated modes to compare: eager, stable, cold (ownership moves at once, the new owner restores first), cold-sim (eager promoting learners at once: an approximation of cold)")
-	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash or rolling-restart")
+	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, or commit (the commit path through the HTTP API, no rebalance)")
+	fs.StringVar(&s.commitTasks, "commit-tasks", "1,8", "commit scenario: comma-separated `counts` of tasks committing in parallel, one level after the other")
+	fs.IntVar(&s.CommitRecords, "commit-records", 100, "commit scenario: records per commit (18 B keys, 100 B values)")
+	fs.DurationVar(&s.CommitDuration, "commit-duration", 5*time.Second, "commit scenario: how long each level runs")
 	fs.IntVar(&s.From, "from", 0, "members before the event (default: scale-up 3, scale-down 4, crash 3, rolling-restart 3)")
 	fs.IntVar(&s.To, "to", 0, "members after the event (default: scale-up from+1, scale-down from-1)")
 	fs.StringVar(&s.NATS, "nats", "", "NATS `URL` to run on (each mode gets its own group); empty runs an embedded server")
@@ -195,8 +203,20 @@ func parseBench(args []string, out io.Writer) (benchSettings, error) {
 		if s.From < 2 {
 			return s, errors.New("--from: a rolling restart needs at least 2 members")
 		}
+	case scenarioCommit:
+		s.From, s.To = 1, 1
+		for _, f := range strings.Split(s.commitTasks, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return s, fmt.Errorf("--commit-tasks %q: use counts of 1 or more, like 1,8", s.commitTasks)
+			}
+			s.CommitTasks = append(s.CommitTasks, n)
+		}
+		if s.CommitRecords < 1 || s.CommitDuration <= 0 {
+			return s, errors.New("--commit-records must be 1 or more and --commit-duration positive")
+		}
 	default:
-		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash or rolling-restart", s.Scenario)
+		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart or commit", s.Scenario)
 	}
 	switch {
 	case s.Tasks < 1:
@@ -240,6 +260,9 @@ func runBench(ctx context.Context, args []string, e *env) error {
 		}
 	} else if s.Bin != "" || len(s.AgentEnv) > 0 {
 		return errors.New("--bin and --agent-env need --processes")
+	}
+	if s.Scenario == scenarioCommit {
+		return runBenchCommit(ctx, s, procs, e)
 	}
 	prog := newBenchProgress(e.stderr, len(s.Modes))
 	res := benchResults{Settings: s, Started: time.Now().UTC()}
