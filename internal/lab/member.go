@@ -64,8 +64,9 @@ type incarnation struct {
 	api          *httpapi.Server
 	inputJS      jetstream.JetStream // the worker's
 	// procs is set, and the in-process parts above are not, when the
-	// member runs as processes.
+	// member runs as processes; views follows the agent's view.
 	procs *memberProcs
+	views *viewFollower
 
 	cancelAgent, cancelAPI, cancelWorker context.CancelFunc
 	agentDone, apiDone, workerDone       chan struct{}

@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/proc"
 )
@@ -23,8 +25,8 @@ import (
 // `handoff agent` process and an examples/counter worker process that talks
 // to it over HTTP, on a nats-server process of the lab's own (unless
 // Options.NATSURL is set). The lab then reads each worker's events from its
-// --events file and each agent's view from GET /assignment; times still
-// come from one clock, the machine's.
+// --events file and follows each agent's view with a long-poll of GET
+// /assignment; times still come from one clock, the machine's.
 type Processes struct {
 	Binaries proc.Binaries
 	// AgentArgs are added to every agent's command line, AgentEnv to its
@@ -221,9 +223,56 @@ func (p *memberProcs) waitAPI(ctx context.Context) (string, error) {
 	}
 }
 
+// viewFollower long-polls an agent process's view and keeps the latest,
+// so that a sample reads it without a request of its own: sampling adds no
+// load to the agents, and a view is seen the moment it changes.
+type viewFollower struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	latest atomic.Pointer[httpapi.View]
+}
+
+// followView starts following cl's view until stop.
+func followView(cl *client.Client) *viewFollower {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &viewFollower{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		var after uint64
+		for ctx.Err() == nil {
+			v, err := cl.Assignment(ctx, after, 30*time.Second)
+			if err != nil {
+				// Not up yet, or gone: ask again soon, or end with ctx.
+				select {
+				case <-ctx.Done():
+				case <-time.After(10 * time.Millisecond):
+				}
+				continue
+			}
+			f.latest.Store(&v)
+			after = v.Version
+		}
+	}()
+	return f
+}
+
+// view returns the latest view, if one came.
+func (f *viewFollower) view() (httpapi.View, bool) {
+	if v := f.latest.Load(); v != nil {
+		return *v, true
+	}
+	return httpapi.View{}, false
+}
+
+func (f *viewFollower) stop() {
+	f.cancel()
+	<-f.done
+}
+
 // runProcesses starts the worker process of an opened incarnation.
 func (m *Member) runProcesses(inc *incarnation) {
 	p := inc.procs
+	inc.views = followView(inc.client)
 	agentExited := p.agent.Exited()
 	p.worker.Args = m.lab.workerArgs(m, inc.addr)
 	if err := p.worker.Start(); err != nil {
@@ -273,6 +322,7 @@ func (m *Member) teardownProcesses(inc *incarnation, graceful bool, state string
 	}
 	<-inc.workerDone
 	<-inc.agentDone
+	inc.views.stop()
 	if state == MemberLeft {
 		m.lab.rec.mark(Mark{Kind: MarkLeft, Member: m.ID})
 	}
@@ -292,10 +342,8 @@ func (m *Member) askView(inc *incarnation) viewResult {
 	if inc.procs == nil {
 		return viewResult{view: inc.agent.Assignment(), leading: inc.agent.Leading(), ok: true}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), viewWait)
-	defer cancel()
-	v, err := inc.client.Assignment(ctx, 0, 0)
-	if err != nil {
+	v, ok := inc.views.view()
+	if !ok {
 		return viewResult{}
 	}
 	return viewResult{view: v, leading: m.lab.rec.groupLeader() == m.ID, ok: true}
