@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -47,6 +50,14 @@ type commitRun struct {
 	CommitsPerSec float64    `json:"commitsPerSec"`
 	Latency       pauseStats `json:"latency"` // per commit, ms
 	Refused       int        `json:"refused"`
+	FirstRefusal  string     `json:"firstRefusal,omitempty"`
+	// CPUPerCommitUS is the CPU time each process spent per commit, in
+	// µs: the agent, nats-server and this process (the client; everything
+	// when the group runs in it).
+	CPUPerCommitUS map[string]float64 `json:"cpuPerCommitUs,omitempty"`
+	// CeilingRecordsPerSec is what the machine's cores could carry at that
+	// CPU cost, were nothing else running: cores / CPU per commit.
+	CeilingRecordsPerSec float64 `json:"ceilingRecordsPerSec,omitempty"`
 }
 
 // runBenchCommit starts one member (agent and worker, with no input: the
@@ -115,8 +126,28 @@ func benchCommit(ctx context.Context, s benchSettings, procs *lab.Processes, res
 		key := fmt.Sprintf("key-%0*d", commitKeySize-4, i)
 		puts[i] = httpapi.KV{Key: []byte(key), Value: make([]byte, commitValueSize)}
 	}
+	pids := map[string]int{"client": os.Getpid()}
+	if p := ms[0].AgentPid(); p > 0 {
+		pids["agent"] = p
+	}
+	if p := l.NATSPid(); p > 0 {
+		pids["nats-server"] = p
+	}
 	for _, n := range s.CommitTasks {
+		before := cpuTimes(pids)
 		run := commitLoad(ctx, cl, n, epochs, puts, s.CommitDuration)
+		run.CPUPerCommitUS = map[string]float64{}
+		var total float64
+		for name, t := range cpuTimes(pids) {
+			if b, ok := before[name]; ok && run.Commits > 0 {
+				us := float64(t-b) / float64(time.Microsecond) / float64(run.Commits)
+				run.CPUPerCommitUS[name] = us
+				total += us
+			}
+		}
+		if total > 0 {
+			run.CeilingRecordsPerSec = float64(runtime.NumCPU()) * 1e6 / total * float64(len(puts))
+		}
 		res.Runs = append(res.Runs, run)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -143,13 +174,16 @@ func commitLoad(ctx context.Context, cl *client.Client, n int, epochs map[string
 		go func() {
 			defer wg.Done()
 			var local []time.Duration
-			refused := 0
+			refused, first := 0, ""
 			for i := 0; ctx.Err() == nil; i++ {
 				req := httpapi.CommitRequest{Puts: puts, Epoch: epochs[task], Checkpoint: []byte(strconv.Itoa(i))}
 				c0 := time.Now()
 				if _, err := cl.Commit(ctx, task, req); err != nil {
 					if ctx.Err() == nil {
 						refused++
+						if first == "" {
+							first = err.Error()
+						}
 					}
 					continue
 				}
@@ -158,6 +192,9 @@ func commitLoad(ctx context.Context, cl *client.Client, n int, epochs map[string
 			mu.Lock()
 			lats = append(lats, local...)
 			run.Refused += refused
+			if run.FirstRefusal == "" {
+				run.FirstRefusal = first
+			}
 			mu.Unlock()
 		}()
 	}
@@ -183,10 +220,10 @@ func writeCommitTable(w io.Writer, r commitResults) error {
 	fmt.Fprintf(w, "started %s · %s per level · load average before / after %.1f / %.1f\n\n",
 		r.Started.Format(time.RFC3339), s.CommitDuration, r.Load[0], r.Load[1])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tasks in parallel\trecords/s\tcommits/s\tlatency p50 / p99 / max\trefused\t")
+	fmt.Fprintln(tw, "tasks in parallel\trecords/s\tcommits/s\tlatency p50 / p99 / max\trefused\tCPU per commit\tceiling at that cost\t")
 	for _, run := range r.Runs {
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.2f / %.2f / %.2f ms\t%d\t\n", run.Tasks, benchCount(run.RecordsPerSec), run.CommitsPerSec,
-			run.Latency.P50, run.Latency.P99, run.Latency.Max, run.Refused)
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.2f / %.2f / %.2f ms\t%d\t%s\t%s rec/s\t\n", run.Tasks, benchCount(run.RecordsPerSec), run.CommitsPerSec,
+			run.Latency.P50, run.Latency.P99, run.Latency.Max, run.Refused, cpuCell(run.CPUPerCommitUS), benchCount(run.CeilingRecordsPerSec))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -205,4 +242,29 @@ func writeCommitTable(w io.Writer, r commitResults) error {
 			run.Tasks, benchCount(run.RecordsPerSec), run.Latency.P99, verdict)
 	}
 	return nil
+}
+
+// cpuTimes reads the CPU time of each named process.
+func cpuTimes(pids map[string]int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, pid := range pids {
+		if t, ok := cpuTime(pid); ok {
+			out[name] = t
+		}
+	}
+	return out
+}
+
+// cpuCell prints CPU per commit by process, in a fixed order.
+func cpuCell(us map[string]float64) string {
+	var parts []string
+	for _, name := range []string{"agent", "nats-server", "client"} {
+		if v, ok := us[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.0f µs", name, v))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }

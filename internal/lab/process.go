@@ -419,3 +419,22 @@ func (l *Lab) startNATSProcess() error {
 	l.natsProc, l.url = n, n.URL()
 	return nil
 }
+
+// AgentPid is the pid of the member's running agent process; 0 in process
+// or when it does not run.
+func (m *Member) AgentPid() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.procs == nil {
+		return 0
+	}
+	return m.procs.agent.Pid()
+}
+
+// NATSPid is the pid of the lab's nats-server process; 0 when it runs none.
+func (l *Lab) NATSPid() int {
+	if l.natsProc == nil {
+		return 0
+	}
+	return l.natsProc.Proc.Pid()
+}
