@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/snapshot"
@@ -63,7 +64,11 @@ type Options struct {
 	Snapshots SnapshotOptions
 }
 
-// Agent is one member's sidecar. Open it, Run it, Close it.
+// Agent is one member's sidecar. Open it, Run it, Close it. It holds what
+// every member has; a leader's state lives in a leader (leader.go) while the
+// member leads. The locks, what each guards and their order are listed in
+// one place, docs/ARCHITECTURE.md ("Locks"): task.commitMu, then a.mu,
+// then task.mu.
 type Agent struct {
 	opts Options
 	log  zerolog.Logger
@@ -85,16 +90,14 @@ type Agent struct {
 	incarnation string
 	started     time.Time
 
-	cfgMu sync.RWMutex
-	cfg   assign.Config
-	kinds map[string]bool // task -> stateful
+	conf atomic.Pointer[groupConfig] // the group config in force
 
 	// mu guards the member's runtime state below.
 	mu           sync.Mutex
 	tasks        map[string]*task
 	generation   uint64
-	entry        memberEntry
-	entryRev     uint64
+	assigned     group.MemberAssignment // this member's part of the generation applied
+	assignedRev  uint64
 	included     bool // some generation has included this member
 	releases     map[string]assign.Release
 	leavingSince *time.Time
@@ -102,17 +105,11 @@ type Agent struct {
 	changed      chan struct{} // closed and replaced on every view change
 	positions    map[string]uint64
 
-	rewatchMu sync.Mutex
-	rewatch   chan struct{} // closed and replaced when NATS reconnects
+	rewatch atomic.Pointer[chan struct{}] // closed and replaced when NATS reconnects
 
-	leading    atomic.Bool
-	leaderKick chan struct{}
-	// awaiting holds the learners the leader waits on to catch up; a
-	// report from one of them that has caught up wakes the leader.
-	awaiting atomic.Pointer[map[pairKey]bool]
-	caughtMu sync.Mutex
-	caughtAt map[pairKey]time.Time // when an awaited learner was first heard caught up
-	hbKick   chan struct{}
+	// leader is this member's leader state while it leads, nil otherwise.
+	leader atomic.Pointer[leader]
+	hbKick chan struct{}
 
 	// bg owns the per-task goroutines (restores, activations).
 	bg     sync.WaitGroup
@@ -127,7 +124,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	if !changelog.ValidGroup(opts.Group) {
 		return nil, fmt.Errorf("group name %q: use 1 to 64 letters, digits, '-' or '_'", opts.Group)
 	}
-	if !ValidMemberID(opts.MemberID) {
+	if !group.ValidMemberID(opts.MemberID) {
 		return nil, fmt.Errorf("member ID %q: use 1 to 128 letters, digits, '-' or '_' (set --member-id)", opts.MemberID)
 	}
 	if opts.Capacity < 1 {
@@ -144,14 +141,14 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		snaps *snapshotter
 	)
 	err = settle(ctx, func(ctx context.Context) (err error) {
-		kv, err = OpenBucket(ctx, js, opts.Group, opts.Replicas)
+		kv, err = group.OpenBucket(ctx, js, opts.Group, opts.Replicas)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	err = settle(ctx, func(ctx context.Context) (err error) {
-		cfg, err = EnsureConfig(ctx, kv, opts.Group, opts.Config, opts.ConfigFields)
+		cfg, err = group.EnsureConfig(ctx, kv, opts.Group, opts.Config, opts.ConfigFields)
 		return err
 	})
 	if err != nil {
@@ -211,11 +208,10 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		releases:    map[string]assign.Release{},
 		changed:     make(chan struct{}),
 		positions:   map[string]uint64{},
-		leaderKick:  make(chan struct{}, 1),
 		hbKick:      make(chan struct{}, 1),
-		caughtAt:    map[pairKey]time.Time{},
-		rewatch:     make(chan struct{}),
 	}
+	rewatch := make(chan struct{})
+	a.rewatch.Store(&rewatch)
 	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
 		replayNC.Close()
@@ -254,7 +250,7 @@ func settle(ctx context.Context, fn func(context.Context) error) error {
 		err := fn(tctx)
 		cancel()
 		unanswered := errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
-		if !unanswered || !sleepCtx(ctx, 100*time.Millisecond) {
+		if !unanswered || !group.Sleep(ctx, 100*time.Millisecond) {
 			return err
 		}
 	}
@@ -294,10 +290,15 @@ func (a *Agent) Close() error {
 	defer a.replayNC.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := a.kv.Delete(ctx, prefixMember+a.opts.MemberID); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("delete member record: %w", err)
-	}
-	return nil
+	return group.DeleteMember(ctx, a.kv, a.opts.MemberID)
+}
+
+// Abandon stops background work and closes the agent's replay connection
+// without deleting the member record: the group learns that the member is
+// gone only when the record expires, as after a crash.
+func (a *Agent) Abandon() {
+	a.stopAllTasks()
+	a.replayNC.Close()
 }
 
 func (a *Agent) stopAllTasks() {
@@ -309,12 +310,15 @@ func (a *Agent) stopAllTasks() {
 	a.bg.Wait()
 }
 
-// config returns the group config in force.
-func (a *Agent) config() assign.Config {
-	a.cfgMu.RLock()
-	defer a.cfgMu.RUnlock()
-	return a.cfg
+// groupConfig is the group config in force, with each task's kind. It is
+// replaced whole, never changed.
+type groupConfig struct {
+	cfg   assign.Config
+	kinds map[string]bool // task -> stateful
 }
+
+// config returns the group config in force.
+func (a *Agent) config() assign.Config { return a.conf.Load().cfg }
 
 func (a *Agent) setConfig(cfg assign.Config) error {
 	tasks, err := cfg.Tasks()
@@ -325,68 +329,27 @@ func (a *Agent) setConfig(cfg assign.Config) error {
 	for _, t := range tasks {
 		kinds[t.ID] = t.Stateful
 	}
-	a.cfgMu.Lock()
-	a.cfg, a.kinds = cfg, kinds
-	a.cfgMu.Unlock()
+	a.conf.Store(&groupConfig{cfg: cfg, kinds: kinds})
 	return nil
 }
 
 // taskKind reports whether task exists in the group and is stateful.
 func (a *Agent) taskKind(task string) (stateful, ok bool) {
-	a.cfgMu.RLock()
-	defer a.cfgMu.RUnlock()
-	stateful, ok = a.kinds[task]
+	stateful, ok = a.conf.Load().kinds[task]
 	return stateful, ok
 }
 
-func (a *Agent) setLeader(on bool) { a.leading.Store(on) }
-
 // kickLeader wakes the leader loop, if this member leads.
 func (a *Agent) kickLeader() {
-	if !a.leading.Load() {
-		return
-	}
-	select {
-	case a.leaderKick <- struct{}{}:
-	default:
+	if ld := a.leader.Load(); ld != nil {
+		ld.wake()
 	}
 }
 
-// onReport wakes the leader when a learner it waits on reports a lag within
-// the acceptable lag.
-func (a *Agent) onReport(p progressMsg) {
-	w := a.awaiting.Load()
-	if w == nil || !(*w)[pairKey{p.Task, p.Member}] || p.Lag > a.config().AcceptableLag {
-		return
-	}
-	a.caughtMu.Lock()
-	if _, ok := a.caughtAt[pairKey{p.Task, p.Member}]; !ok {
-		a.caughtAt[pairKey{p.Task, p.Member}] = time.Now()
-	}
-	a.caughtMu.Unlock()
-	a.kickLeader()
-}
-
-// observePromotions records, for each revoke a plan started, how long
-// after its learner was heard to have caught up the revoke was published.
-func (a *Agent) observePromotions(moves []assign.Move) {
-	now := time.Now()
-	a.caughtMu.Lock()
-	defer a.caughtMu.Unlock()
-	for _, m := range moves {
-		k := pairKey{m.Task, m.To}
-		if t, ok := a.caughtAt[k]; ok && m.Kind == assign.MoveRevoke {
-			a.metrics.promotionDelay.Observe(now.Sub(t).Seconds())
-			delete(a.caughtAt, k)
-		}
-	}
-	// Forget learners that are no longer awaited.
-	if w := a.awaiting.Load(); w != nil {
-		for k := range a.caughtAt {
-			if !(*w)[k] {
-				delete(a.caughtAt, k)
-			}
-		}
+// onReport passes a learner's report to the leader, if this member leads.
+func (a *Agent) onReport(p group.Progress) {
+	if ld := a.leader.Load(); ld != nil {
+		ld.onReport(p)
 	}
 }
 
@@ -409,4 +372,4 @@ func (a *Agent) bumpViewLocked() {
 var _ httpapi.Backend = (*Agent)(nil)
 
 // Leading reports whether this member currently leads the group.
-func (a *Agent) Leading() bool { return a.leading.Load() }
+func (a *Agent) Leading() bool { return a.leader.Load() != nil }

@@ -14,18 +14,15 @@ import (
 
 // taskState is a copy of a task's state, read under its lock.
 type taskState struct {
-	role     string
+	phase    taskPhase
 	epoch    uint64
-	ready    bool
 	revoking bool
-	released bool
-	lost     bool
 }
 
 func (t *task) state() taskState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return taskState{role: t.role, epoch: t.epoch, ready: t.ready, revoking: t.revoking, released: t.released, lost: t.lost}
+	return taskState{phase: t.phase, epoch: t.epoch, revoking: t.revoking}
 }
 
 // activeTask returns the runtime of a task the worker may use and a copy
@@ -42,15 +39,15 @@ func (a *Agent) activeTask(id string) (*task, taskState, error) {
 	}
 	st := t.state()
 	switch {
-	case st.role != httpapi.RoleActive:
-		role := st.role
+	case !st.phase.owned():
+		role := st.phase.role()
 		if role == "" {
 			role = "not assigned here"
 		}
 		return nil, st, fmt.Errorf("%w: task %s is not active on member %s (%s); read /assignment", httpapi.ErrNotOwner, id, a.opts.MemberID, role)
-	case st.lost:
+	case st.phase == phaseLost:
 		return nil, st, fmt.Errorf("%w: task %s was taken over by another member; stop it and read /assignment", httpapi.ErrNotOwner, id)
-	case !st.ready:
+	case st.phase == phaseActivating:
 		return nil, st, fmt.Errorf("%w: task %s is becoming active on member %s and is not current yet; wait for /assignment to list it active", httpapi.ErrNotOwner, id, a.opts.MemberID)
 	}
 	return t, st, nil
@@ -76,7 +73,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	switch {
 	case !t.stateful:
 		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s is stateless: it has no state to commit", httpapi.ErrInvalid, id)
-	case st.released:
+	case st.phase == phaseReleased:
 		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s was released on member %s; its next owner resumes it", httpapi.ErrNotOwner, id, a.opts.MemberID)
 	case req.Epoch != 0 && req.Epoch != st.epoch:
 		return httpapi.CommitResult{}, fmt.Errorf("%w: commit for epoch %d, but task %s is at epoch %d here; restart the task from /assignment", httpapi.ErrNotOwner, req.Epoch, id, st.epoch)
@@ -124,10 +121,9 @@ func (a *Agent) reactivate(t *task, epoch uint64) {
 	defer a.mu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.role != httpapi.RoleActive || t.epoch != epoch || t.released || t.lost {
+	if t.epoch != epoch || !t.move(evReactivate) {
 		return
 	}
-	t.ready = false
 	a.startJobLocked(t, false, func(ctx context.Context, prev *job) {
 		a.activate(ctx, t, prev, epoch, 0, time.Time{})
 	})
@@ -139,14 +135,14 @@ func (a *Agent) reactivate(t *task, epoch uint64) {
 func (t *task) isReleased(epoch uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.released && t.epoch == epoch
+	return t.phase == phaseReleased && t.epoch == epoch
 }
 
 // setLost marks the task as no longer this member's to write at epoch.
 func (t *task) setLost(epoch uint64) {
 	t.mu.Lock()
 	if t.epoch == epoch {
-		t.lost, t.ready = true, false
+		t.move(evLose)
 	}
 	t.mu.Unlock()
 }
@@ -198,14 +194,14 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (httpapi.R
 		a.mu.Unlock()
 		return httpapi.ReleaseResult{}, fmt.Errorf("%w: release of task %s at epoch %d, but it is at epoch %d on member %s; a worker releases only the ownership it ran", httpapi.ErrNotOwner, id, epoch, t.epoch, a.opts.MemberID)
 	}
-	if t.role != httpapi.RoleActive || !t.revoking {
+	if !t.phase.owned() || !t.revoking {
 		t.mu.Unlock()
 		a.mu.Unlock()
 		return httpapi.ReleaseResult{}, fmt.Errorf("%w: task %s is not being revoked on member %s; release only the tasks /assignment lists under revoke", httpapi.ErrNotRevoked, id, a.opts.MemberID)
 	}
 	res := httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.lastSeq}
-	already := t.released
-	t.released = true
+	already := t.phase == phaseReleased
+	t.move(evRelease)
 	t.mu.Unlock()
 	if !already {
 		a.releases[id] = assign.Release{Epoch: res.Epoch, Seq: res.Seq, At: time.Now(), Generation: a.generation}

@@ -19,6 +19,7 @@ import (
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/natstest"
+	"github.com/handoffhq/handoff/internal/sidecar"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -42,6 +43,7 @@ type member struct {
 	nc     *nats.Conn
 	store  *statestore.Store
 	a      *agent.Agent
+	sc     *sidecar.Member
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -84,27 +86,35 @@ func (c *cluster) start(id string) *member {
 		m = &member{id: id, dir: filepath.Join(c.t.TempDir(), id)}
 		c.members[id] = m
 	}
+	return c.run(m, agent.SnapshotOptions{})
+}
+
+// run opens and runs member m, wired as every member is (sidecar), without
+// a worker API: the tests that need one serve it themselves.
+func (c *cluster) run(m *member, snaps agent.SnapshotOptions) *member {
+	c.t.Helper()
 	var err error
 	m.nc, err = nats.Connect(c.srv.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
-		c.t.Fatalf("connect %s: %v", id, err)
-	}
-	m.store, err = statestore.Open(m.dir, statestore.Options{})
-	if err != nil {
-		c.t.Fatalf("open store of %s: %v", id, err)
+		c.t.Fatalf("connect %s: %v", m.id, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var reg prometheus.Registerer
-	if r := c.registry[id]; r != nil {
+	if r := c.registry[m.id]; r != nil {
 		reg = r
 	}
-	m.a, err = agent.Open(ctx, m.nc, m.store, agent.Options{
-		Group: c.group, MemberID: id, Config: c.cfg, Logger: c.logger(id), Registerer: reg,
+	m.sc, err = sidecar.Open(ctx, m.nc, sidecar.Options{
+		DataDir: m.dir,
+		Agent: agent.Options{
+			Group: c.group, MemberID: m.id, Config: c.cfg, Logger: c.logger(m.id), Registerer: reg, Snapshots: snaps,
+		},
+		Logger: c.logger(m.id),
 	})
 	if err != nil {
-		c.t.Fatalf("open agent %s: %v", id, err)
+		c.t.Fatalf("open member %s: %v", m.id, err)
 	}
+	m.a, m.store = m.sc.Agent, m.sc.Store
 	if c.kv == nil {
 		if c.kv, err = c.js.KeyValue(ctx, agent.BucketName(c.group)); err != nil {
 			c.t.Fatalf("open bucket: %v", err)
@@ -113,7 +123,7 @@ func (c *cluster) start(id string) *member {
 	runCtx, runCancel := context.WithCancel(context.Background())
 	m.cancel = runCancel
 	m.done = make(chan error, 1)
-	go func() { m.done <- m.a.Run(runCtx) }()
+	go func() { m.done <- m.sc.Run(runCtx, nil) }()
 	return m
 }
 
@@ -129,10 +139,9 @@ func (c *cluster) stop(id string) {
 	if err := <-m.done; err != nil {
 		c.t.Errorf("member %s Run: %v", id, err)
 	}
-	if err := m.a.Close(); err != nil {
+	if err := m.sc.Close(); err != nil {
 		c.t.Errorf("member %s Close: %v", id, err)
 	}
-	m.store.Close()
 	m.nc.Close()
 	m.a = nil
 }
@@ -146,7 +155,7 @@ func (c *cluster) crash(id string) {
 	m.nc.Close()
 	m.cancel()
 	<-m.done
-	m.store.Close()
+	_ = m.sc.Crash()
 	m.a = nil
 }
 

@@ -3,12 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 )
 
 // runHeartbeat keeps the member record alive: it republishes it with a TTL
@@ -32,25 +32,15 @@ func (a *Agent) runHeartbeat(ctx context.Context) error {
 }
 
 // publishRecord publishes the member record with a per-message TTL.
-// kv.Put would drop the TTL, so it publishes to the key's subject.
 func (a *Agent) publishRecord(ctx context.Context, ttl time.Duration) error {
-	rec := a.record()
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("encode member record: %w", err)
-	}
-	subject := "$KV." + BucketName(a.opts.Group) + "." + prefixMember + a.opts.MemberID
-	if _, err := a.js.Publish(ctx, subject, b, jetstream.WithMsgTTL(ttl)); err != nil {
-		return fmt.Errorf("publish member record: %w", err)
-	}
-	return nil
+	return group.PublishMember(ctx, a.js, a.opts.Group, a.record(), ttl)
 }
 
 // record builds the member record from the runtime state.
-func (a *Agent) record() memberRecord {
+func (a *Agent) record() group.MemberRecord {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r := memberRecord{
+	r := group.MemberRecord{
 		ID:          a.opts.MemberID,
 		Incarnation: a.incarnation,
 		Addr:        a.opts.Addr,
@@ -85,7 +75,7 @@ func (a *Agent) record() memberRecord {
 
 // runConfigWatch follows changes of the group config ('handoff group set').
 func (a *Agent) runConfigWatch(ctx context.Context) error {
-	a.watchKey(ctx, keyConfig, func(e jetstream.KeyValueEntry) error {
+	a.watchKey(ctx, group.KeyConfig, func(e jetstream.KeyValueEntry) error {
 		if e.Operation() != jetstream.KeyValuePut {
 			return nil
 		}

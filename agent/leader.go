@@ -1,470 +1,306 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 )
 
-// leaderState is what the leader keeps between plans.
-type leaderState struct {
+// pairKey names a task on a member.
+type pairKey struct{ task, member string }
+
+// leader is what a member keeps while it leads, and only then (in the
+// manner of hashicorp/raft's leaderState): holdLease makes one when the
+// member wins the lease, publishes it on Agent.leader, and drops it when
+// the lease ends, so no leader state outlives a leadership. Its run loop
+// plans on every relevant event and publishes each new generation.
+//
+// The run loop alone touches current, since and pub. members is written
+// by the members watch and read by plans, under mu. awaiting is written by
+// the run loop and read by onReport (the progress subscription) through
+// an atomic pointer; caughtAt is shared by the two under caughtMu.
+type leader struct {
+	a    *Agent
+	l    *group.Lease
+	kick chan struct{}
+
+	pub     *group.Publisher
 	current assign.Assignment
-	// entries holds the last published bytes and revision of each member's
-	// entry, so that unchanged entries are not rewritten.
-	entries map[string]publishedEntry
-	members map[string]memberRecord
 	// since holds, for each learner and standby, the generation from
 	// which it has held that role: only its reports from then on count.
 	since map[pairKey]uint64
+
+	mu       sync.Mutex
+	members  map[string]group.MemberRecord
+	complete bool // members holds every live record (the watch delivered them all)
+
+	// awaiting holds the learners the leader waits on to catch up; a
+	// report from one of them that has caught up wakes the leader.
+	awaiting atomic.Pointer[map[pairKey]bool]
+	caughtMu sync.Mutex
+	caughtAt map[pairKey]time.Time // when an awaited learner was first heard caught up
 }
 
-type publishedEntry struct {
-	data []byte
-	rev  uint64
+func newLeader(a *Agent, l *group.Lease) *leader {
+	return &leader{
+		a:        a,
+		l:        l,
+		kick:     make(chan struct{}, 1),
+		since:    map[pairKey]uint64{},
+		members:  map[string]group.MemberRecord{},
+		caughtAt: map[pairKey]time.Time{},
+	}
 }
 
-// lead runs the leader loop while l holds: it plans on every relevant event
-// and publishes each new generation. It returns when ctx ends or the lease
-// is lost.
-func (a *Agent) lead(ctx context.Context, l *lease) error {
-	st, err := a.loadLeaderState(ctx)
+// wake makes the run loop plan again.
+func (ld *leader) wake() {
+	select {
+	case ld.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run leads while the lease holds: it reads the last published generation,
+// watches the member records, and plans whenever they, the config or a
+// learner's progress may change the plan, or the plan's deadline passes.
+// It returns when ctx ends or the lease is lost.
+func (ld *leader) run(ctx context.Context) error {
+	a := ld.a
+	pub, current, err := group.LoadPublisher(ctx, a.kv, a.opts.MemberID)
 	if err != nil {
 		return err
 	}
-	rewatch := a.rewatchSignal() // before watching: a reconnect after it rewatches
-	mw, err := a.watchMembers(ctx, st)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if mw != nil {
-			_ = mw.Stop()
-		}
+	ld.pub, ld.current = pub, current
+	ld.track()
+
+	wctx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ld.watchMembers(wctx)
 	}()
-	st.track()
-	a.awaiting.Store(st.awaiting())
-	a.log.Info().Uint64(fGeneration, st.current.Generation).Int("members", len(st.members)).Msg("leading")
+	defer wg.Wait()
+	defer stopWatch()
 
-	var deadline *time.Timer
+	var (
+		deadline  *time.Timer
+		deadlineC <-chan time.Time
+		announced bool
+	)
 	for {
-		next, err := a.planAndPublish(ctx, l, st)
-		if err != nil {
-			if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
-				return err
+		if n, ok := ld.memberCount(); ok {
+			if !announced {
+				a.log.Info().Uint64(fGeneration, ld.current.Generation).Int("members", n).Msg("leading")
+				announced = true
 			}
-			a.log.Warn().Err(err).Msg("publish generation failed; retrying")
-			if !sleepCtx(ctx, 100*time.Millisecond) {
-				return nil
-			}
-			continue
-		}
-		var deadlineC <-chan time.Time
-		if !next.IsZero() {
-			// A deadline in the past would spin the loop.
-			next = maxTime(next, time.Now().Add(10*time.Millisecond))
-			if deadline == nil {
-				deadline = time.NewTimer(time.Until(next))
-				defer deadline.Stop()
-			} else {
-				deadline.Reset(time.Until(next))
-			}
-			deadlineC = deadline.C
-		}
-		// Wait for something that can change the plan, then drain whatever
-		// else is pending so that a burst of events costs one plan.
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-rewatch:
-				// NATS came back: the old watcher may be stale.
-				_ = mw.Stop()
-				rewatch = a.rewatchSignal()
-				if mw, err = a.watchMembers(ctx, st); err != nil {
+			next, err := ld.planAndPublish(ctx)
+			if err != nil {
+				if errors.Is(err, group.ErrLeaseLost) || ctx.Err() != nil {
 					return err
 				}
-				break wait
-			case e, ok := <-mw.Updates():
-				if !ok {
-					// The watch ended with its connection: watch again
-					// and plan on a fresh, complete view.
-					rewatch = a.rewatchSignal()
-					if mw, err = a.watchMembers(ctx, st); err != nil {
-						return err
-					}
-					break wait
+				a.log.Warn().Err(err).Msg("publish generation failed; retrying")
+				if !group.Sleep(ctx, 100*time.Millisecond) {
+					return nil
 				}
-				if applyMemberUpdate(st.members, e) {
-					break wait
+				continue
+			}
+			deadlineC = nil
+			if !next.IsZero() {
+				// A deadline in the past would spin the loop.
+				next = maxTime(next, time.Now().Add(10*time.Millisecond))
+				if deadline == nil {
+					deadline = time.NewTimer(time.Until(next))
+					defer deadline.Stop()
+				} else {
+					deadline.Reset(time.Until(next))
 				}
-			case <-a.leaderKick:
-				break wait
-			case <-deadlineC:
-				break wait
+				deadlineC = deadline.C
 			}
 		}
-	drain:
-		for {
-			select {
-			case e, ok := <-mw.Updates():
-				if !ok {
-					break drain // the wait above watches again
-				}
-				applyMemberUpdate(st.members, e)
-			case <-a.leaderKick:
-			default:
-				break drain
-			}
+		// Wait for something that can change the plan. Events that come
+		// meanwhile leave one wake-up pending, so a burst costs one plan.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ld.kick:
+		case <-deadlineC:
 		}
 	}
 }
 
-// planAndPublish plans once and publishes the result if it changed
-// anything. It returns the plan's next deadline.
-func (a *Agent) planAndPublish(ctx context.Context, l *lease, st *leaderState) (time.Time, error) {
-	cfg := a.config()
-	ids := make([]string, 0, len(st.members))
-	for id := range st.members {
+// watchMembers keeps members current until ctx ends. The leader plans only
+// on a complete view: after every fresh watch, once the watch has delivered
+// every current record.
+func (ld *leader) watchMembers(ctx context.Context) {
+	group.Watch{
+		KV:       ld.a.kv,
+		Key:      group.PrefixMember + ">",
+		Rewatch:  ld.a.rewatchSignal,
+		Log:      ld.a.log,
+		Complete: true,
+		Reset: func() {
+			ld.mu.Lock()
+			clear(ld.members)
+			ld.complete = false
+			ld.mu.Unlock()
+		},
+		Update: func(e jetstream.KeyValueEntry) error {
+			ld.mu.Lock()
+			wake := false
+			if e == nil {
+				ld.complete, wake = true, true
+			} else {
+				wake = group.ApplyMemberUpdate(ld.members, e) && ld.complete
+			}
+			ld.mu.Unlock()
+			if wake {
+				ld.wake()
+			}
+			return nil
+		},
+	}.Run(ctx)
+}
+
+// memberCount returns how many members are live, and whether the view of
+// them is complete.
+func (ld *leader) memberCount() (int, bool) {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	return len(ld.members), ld.complete
+}
+
+// liveMembers returns the live members, sorted by ID, as the assignor
+// sees them.
+func (ld *leader) liveMembers() ([]string, []assign.Member) {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	ids := make([]string, 0, len(ld.members))
+	for id := range ld.members {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	members := make([]assign.Member, 0, len(ids))
 	for _, id := range ids {
-		members = append(members, st.members[id].assignMember())
+		members = append(members, ld.members[id].AssignMember())
 	}
+	return ids, members
+}
+
+// planAndPublish plans once and publishes the result if it changed
+// anything. It returns the plan's next deadline.
+func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
+	a := ld.a
+	ids, members := ld.liveMembers()
 	in := assign.Input{
-		Config:  cfg,
+		Config:  a.config(),
 		Now:     time.Now(),
 		Members: members,
-		Current: st.current,
-		Lags:    a.progress.lags(st.since),
+		Current: ld.current,
+		Lags:    a.progress.lags(ld.since),
 	}
 	t0 := time.Now()
 	res := assign.Plan(in)
 	a.metrics.planSeconds.Observe(time.Since(t0).Seconds())
 	if !res.Changed {
-		if st.current.Generation > 0 && sameKeys(st.entries, ids) {
+		if ld.current.Generation > 0 && ld.pub.Covers(ids) {
 			return res.NextDeadline, nil
 		}
 		// Nothing moves, but a member joined or left (or the group is new):
-		// a new generation gives every live member its entry, so that a
-		// newcomer knows it is a member even with no task for it.
-		res.Assignment.Generation = st.current.Generation + 1
+		// a new generation gives every live member its assignment, so that
+		// a newcomer knows it is a member even with no task for it.
+		res.Assignment.Generation = ld.current.Generation + 1
 	}
-	if err := a.publish(ctx, l, st, res, ids); err != nil {
+	g, err := ld.pub.Publish(ctx, ld.l, res, ids)
+	if err != nil {
 		return time.Time{}, err
 	}
+	a.metrics.generation.Set(float64(g.Generation))
 	for _, m := range res.Moves {
 		a.log.Info().Str(fTask, m.Task).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).
 			Str("reason", m.Reason).Uint64(fGeneration, res.Assignment.Generation).Msg("plan")
 	}
-	st.current = res.Assignment
-	st.track()
-	a.awaiting.Store(st.awaiting())
-	a.observePromotions(res.Moves)
+	ld.current = res.Assignment
+	ld.track()
+	ld.observePromotions(res.Moves)
 	return res.NextDeadline, nil
 }
 
 // track records from which generation each learner and standby of the
-// current assignment has held its role.
-func (st *leaderState) track() {
+// current assignment has held its role, and which learners the leader
+// awaits: those of tasks not yet being revoked, whose catching up would
+// change the plan.
+func (ld *leader) track() {
 	now := map[pairKey]bool{}
-	for id, t := range st.current.Tasks {
+	awaiting := map[pairKey]bool{}
+	for id, t := range ld.current.Tasks {
 		for _, l := range t.Learners {
 			now[pairKey{id, l.Member}] = true
+			if t.Revoke == nil {
+				awaiting[pairKey{id, l.Member}] = true
+			}
 		}
 		for _, s := range t.Standbys {
 			now[pairKey{id, s}] = true
 		}
 	}
-	for k := range st.since {
+	for k := range ld.since {
 		if !now[k] {
-			delete(st.since, k)
+			delete(ld.since, k)
 		}
 	}
 	for k := range now {
-		if _, ok := st.since[k]; !ok {
-			st.since[k] = st.current.Generation
+		if _, ok := ld.since[k]; !ok {
+			ld.since[k] = ld.current.Generation
 		}
 	}
+	ld.awaiting.Store(&awaiting)
 }
 
-// awaiting is the set of learners whose catching up would change the plan:
-// those of tasks not yet being revoked.
-func (st *leaderState) awaiting() *map[pairKey]bool {
-	w := map[pairKey]bool{}
-	for id, t := range st.current.Tasks {
-		if t.Revoke != nil {
-			continue
-		}
-		for _, l := range t.Learners {
-			w[pairKey{id, l.Member}] = true
-		}
+// onReport wakes the leader when a learner it waits on reports a lag within
+// the acceptable lag. It runs on the progress subscription's goroutine.
+func (ld *leader) onReport(p group.Progress) {
+	w := ld.awaiting.Load()
+	if w == nil || !(*w)[pairKey{p.Task, p.Member}] || p.Lag > ld.a.config().AcceptableLag {
+		return
 	}
-	return &w
+	ld.caughtMu.Lock()
+	if _, ok := ld.caughtAt[pairKey{p.Task, p.Member}]; !ok {
+		ld.caughtAt[pairKey{p.Task, p.Member}] = time.Now()
+	}
+	ld.caughtMu.Unlock()
+	ld.wake()
 }
 
-// publish writes the changed member entries and then the generation record,
-// all fenced on the lease.
-func (a *Agent) publish(ctx context.Context, l *lease, st *leaderState, res assign.Result, live []string) error {
-	entries, unassigned := splitAssignment(res.Assignment, live, res.Shutdown)
-	revs := make(map[string]uint64, len(entries))
-	for id, e := range entries {
-		data, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("encode entry of %s: %w", id, err)
-		}
-		if p, ok := st.entries[id]; ok && bytes.Equal(p.data, data) {
-			revs[id] = p.rev
-			continue
-		}
-		rev, err := l.put(ctx, prefixEntry+id, data)
-		if err != nil {
-			return err
-		}
-		st.entries[id] = publishedEntry{data: data, rev: rev}
-		revs[id] = rev
-	}
-	for id := range st.entries {
-		if _, ok := entries[id]; !ok {
-			delete(st.entries, id)
+// observePromotions records, for each revoke a plan started, how long
+// after its learner was heard to have caught up the revoke was published.
+func (ld *leader) observePromotions(moves []assign.Move) {
+	now := time.Now()
+	ld.caughtMu.Lock()
+	defer ld.caughtMu.Unlock()
+	for _, m := range moves {
+		k := pairKey{m.Task, m.To}
+		if t, ok := ld.caughtAt[k]; ok && m.Kind == assign.MoveRevoke {
+			ld.a.metrics.promotionDelay.Observe(now.Sub(t).Seconds())
+			delete(ld.caughtAt, k)
 		}
 	}
-	g := genRecord{
-		Generation: res.Assignment.Generation,
-		Leader:     a.opts.MemberID,
-		Published:  time.Now(),
-		Entries:    revs,
-		Unassigned: unassigned,
-		Leaving:    res.Assignment.Leaving,
-		Round:      res.Assignment.Round,
-		Shutdown:   res.Shutdown,
-	}
-	data, err := json.Marshal(g)
-	if err != nil {
-		return fmt.Errorf("encode generation %d: %w", g.Generation, err)
-	}
-	if _, err := l.put(ctx, keyGen, data); err != nil {
-		return err
-	}
-	a.metrics.generation.Set(float64(g.Generation))
-	return nil
-}
-
-// splitAssignment cuts an assignment into one entry per member (every live
-// member gets one, even an empty one) and the tasks nobody owns.
-func splitAssignment(as assign.Assignment, live []string, shutdown []string) (map[string]*memberEntry, map[string]*assign.TaskAssignment) {
-	entries := make(map[string]*memberEntry, len(live))
-	entry := func(id string) *memberEntry {
-		e, ok := entries[id]
-		if !ok {
-			e = &memberEntry{Member: id}
-			entries[id] = e
-		}
-		return e
-	}
-	for _, id := range live {
-		entry(id)
-	}
-	unassigned := map[string]*assign.TaskAssignment{}
-	for _, id := range sortedKeys(as.Tasks) {
-		t := as.Tasks[id]
-		if t.Active == "" {
-			unassigned[id] = t
-		} else {
-			e := entry(t.Active)
-			if e.Tasks == nil {
-				e.Tasks = map[string]*assign.TaskAssignment{}
+	// Forget learners that are no longer awaited.
+	if w := ld.awaiting.Load(); w != nil {
+		for k := range ld.caughtAt {
+			if !(*w)[k] {
+				delete(ld.caughtAt, k)
 			}
-			e.Tasks[id] = t
-		}
-		for _, ln := range t.Learners {
-			e := entry(ln.Member)
-			e.Learning = append(e.Learning, id)
-		}
-		for _, s := range t.Standbys {
-			e := entry(s)
-			e.Standby = append(e.Standby, id)
 		}
 	}
-	for m := range as.Leaving {
-		if e, ok := entries[m]; ok {
-			e.Leaving = true
-		}
-	}
-	for _, m := range shutdown {
-		if e, ok := entries[m]; ok {
-			e.Shutdown = true
-		}
-	}
-	if len(unassigned) == 0 {
-		unassigned = nil
-	}
-	return entries, unassigned
-}
-
-// mergeAssignment is the inverse of splitAssignment.
-func mergeAssignment(g genRecord, entries map[string]memberEntry) assign.Assignment {
-	as := assign.Assignment{
-		Generation: g.Generation,
-		Tasks:      map[string]*assign.TaskAssignment{},
-		Leaving:    g.Leaving,
-		Round:      g.Round,
-	}
-	for id, t := range g.Unassigned {
-		as.Tasks[id] = t
-	}
-	for _, e := range entries {
-		for id, t := range e.Tasks {
-			as.Tasks[id] = t
-		}
-	}
-	return as
-}
-
-// loadLeaderState reads the last published generation and its entries.
-func (a *Agent) loadLeaderState(ctx context.Context) (*leaderState, error) {
-	st := &leaderState{entries: map[string]publishedEntry{}, members: map[string]memberRecord{}, since: map[pairKey]uint64{}}
-	g, ok, err := readGen(ctx, a.kv)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		st.current = assign.Assignment{Tasks: map[string]*assign.TaskAssignment{}}
-		return st, nil
-	}
-	entries := make(map[string]memberEntry, len(g.Entries))
-	for id, rev := range g.Entries {
-		data, e, err := readEntry(ctx, a.kv, id, rev)
-		if err != nil {
-			return nil, err
-		}
-		entries[id] = e
-		st.entries[id] = publishedEntry{data: data, rev: rev}
-	}
-	st.current = mergeAssignment(g, entries)
-	return st, nil
-}
-
-func readGen(ctx context.Context, kv jetstream.KeyValue) (genRecord, bool, error) {
-	e, err := kv.Get(ctx, keyGen)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return genRecord{}, false, nil
-	}
-	if err != nil {
-		return genRecord{}, false, fmt.Errorf("read generation record: %w", err)
-	}
-	var g genRecord
-	if err := json.Unmarshal(e.Value(), &g); err != nil {
-		return genRecord{}, false, fmt.Errorf("decode generation record (revision %d): %w", e.Revision(), err)
-	}
-	return g, true, nil
-}
-
-func readEntry(ctx context.Context, kv jetstream.KeyValue, member string, rev uint64) ([]byte, memberEntry, error) {
-	e, err := kv.GetRevision(ctx, prefixEntry+member, rev)
-	if err != nil {
-		return nil, memberEntry{}, fmt.Errorf("read entry of %s at revision %d: %w", member, rev, err)
-	}
-	var me memberEntry
-	if err := json.Unmarshal(e.Value(), &me); err != nil {
-		return nil, memberEntry{}, fmt.Errorf("decode entry of %s at revision %d: %w", member, rev, err)
-	}
-	return e.Value(), me, nil
-}
-
-// watchMembers watches the member records and fills st.members with a
-// complete view: the watcher delivers every current record, then a nil
-// marker. The leader plans only on a complete view.
-func (a *Agent) watchMembers(ctx context.Context, st *leaderState) (jetstream.KeyWatcher, error) {
-	for {
-		mw, err := a.kv.Watch(ctx, prefixMember+">")
-		if err == nil {
-			clear(st.members)
-			if err = readInitialMembers(ctx, mw, st.members); err == nil {
-				return mw, nil
-			}
-			_ = mw.Stop()
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		a.log.Warn().Err(err).Msg("watch members failed; retrying")
-		sleepCtx(ctx, 250*time.Millisecond)
-	}
-}
-
-// readInitialMembers fills members from a fresh watcher until its nil
-// marker.
-func readInitialMembers(ctx context.Context, w jetstream.KeyWatcher, members map[string]memberRecord) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return errors.New("members watch closed")
-			}
-			if e == nil {
-				return nil
-			}
-			applyMemberUpdate(members, e)
-		}
-	}
-}
-
-// applyMemberUpdate applies one watch event to the live members and
-// reports whether it can change a plan. Heartbeats that only refresh a
-// record, or move its local positions, do not: planning on each of them
-// would cost a plan per heartbeat per member.
-func applyMemberUpdate(members map[string]memberRecord, e jetstream.KeyValueEntry) bool {
-	if e == nil {
-		return false
-	}
-	id := strings.TrimPrefix(e.Key(), prefixMember)
-	old, had := members[id]
-	if e.Operation() != jetstream.KeyValuePut {
-		delete(members, id) // deleted on exit, or expired: dead
-		return had
-	}
-	var r memberRecord
-	if err := json.Unmarshal(e.Value(), &r); err != nil || r.ID != id {
-		return false // not a record handoff wrote; ignore it
-	}
-	members[id] = r
-	return !had || old.Incarnation != r.Incarnation || old.Leaving != r.Leaving ||
-		old.Capacity != r.Capacity || old.Zone != r.Zone || !sameReleases(old.Released, r.Released)
-}
-
-func sameReleases(a, b map[string]assign.Release) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w.Epoch != v.Epoch || w.Seq != v.Seq {
-			return false
-		}
-	}
-	return true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -472,17 +308,4 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// sameKeys reports whether m's keys are exactly ids.
-func sameKeys[V any](m map[string]V, ids []string) bool {
-	if len(m) != len(ids) {
-		return false
-	}
-	for _, id := range ids {
-		if _, ok := m[id]; !ok {
-			return false
-		}
-	}
-	return true
 }

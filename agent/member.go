@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -23,11 +24,11 @@ type desired struct {
 // runMember follows the generation record and applies this member's part
 // of every new generation.
 func (a *Agent) runMember(ctx context.Context) error {
-	a.watchKey(ctx, keyGen, func(e jetstream.KeyValueEntry) error {
+	a.watchKey(ctx, group.KeyGeneration, func(e jetstream.KeyValueEntry) error {
 		if e.Operation() != jetstream.KeyValuePut {
 			return nil
 		}
-		var g genRecord
+		var g group.GenerationRecord
 		if err := json.Unmarshal(e.Value(), &g); err != nil {
 			a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
 			return nil
@@ -42,24 +43,24 @@ func (a *Agent) runMember(ctx context.Context) error {
 
 // applyGeneration reads this member's entry of g and reconciles the task
 // runtimes with it.
-func (a *Agent) applyGeneration(ctx context.Context, g genRecord) error {
+func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) error {
 	a.mu.Lock()
 	if g.Generation <= a.generation && a.included {
 		a.mu.Unlock()
 		return nil
 	}
-	prevRev := a.entryRev
-	prevEntry := a.entry
+	prevRev := a.assignedRev
+	prevEntry := a.assigned
 	a.mu.Unlock()
 
 	rev, included := g.Entries[a.opts.MemberID]
-	entry := memberEntry{Member: a.opts.MemberID}
+	entry := group.MemberAssignment{Member: a.opts.MemberID}
 	switch {
 	case !included:
 	case rev == prevRev:
 		entry = prevEntry
 	default:
-		_, e, err := readEntry(ctx, a.kv, a.opts.MemberID, rev)
+		_, e, err := group.ReadMemberAssignment(ctx, a.kv, a.opts.MemberID, rev)
 		if err != nil {
 			return err
 		}
@@ -86,8 +87,8 @@ func (a *Agent) applyGeneration(ctx context.Context, g genRecord) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.generation = g.Generation
-	a.entry = entry
-	a.entryRev = rev
+	a.assigned = entry
+	a.assignedRev = rev
 	if included {
 		a.included = true
 	}
@@ -141,18 +142,18 @@ func (a *Agent) reconcileLocked(id string, d desired) {
 	defer t.mu.Unlock()
 	switch d.role {
 	case httpapi.RoleActive:
-		if t.role == httpapi.RoleActive && t.epoch == d.epoch && !t.lost {
-			if t.revoking && !d.revoking && t.released {
+		if t.phase.owned() && t.phase != phaseLost && t.epoch == d.epoch {
+			if t.revoking && !d.revoking && t.phase == phaseReleased {
 				// The move was called off after the worker released:
 				// it serves the task again.
-				t.released = false
+				t.move(evCancelRevoke)
 			}
 			t.revoking = d.revoking
 			return
 		}
-		fromTail := t.role == httpapi.RoleLearner || t.role == httpapi.RoleStandby
-		t.role, t.epoch = httpapi.RoleActive, d.epoch
-		t.ready, t.revoking, t.released, t.lost = false, d.revoking, false, false
+		fromTail := t.phase.tailing()
+		t.move(evActivate)
+		t.epoch, t.revoking = d.epoch, d.revoking
 		a.startJobLocked(t, fromTail, func(ctx context.Context, prev *job) {
 			a.activate(ctx, t, prev, d.epoch, d.handoffSeq, d.handoffAt)
 		})
@@ -160,12 +161,16 @@ func (a *Agent) reconcileLocked(id string, d desired) {
 		if !t.stateful {
 			return
 		}
-		if (t.role == httpapi.RoleLearner || t.role == httpapi.RoleStandby) && t.job != nil {
-			t.role = d.role
+		ev := evLearn
+		if d.role == httpapi.RoleStandby {
+			ev = evStandBy
+		}
+		if t.phase.tailing() && t.job != nil {
+			t.move(ev)
 			return
 		}
-		t.role = d.role
-		t.ready, t.revoking, t.released, t.lost = false, false, false, false
+		t.move(ev)
+		t.revoking = false
 		a.startJobLocked(t, false, func(ctx context.Context, prev *job) { a.tail(ctx, t, prev) })
 	}
 }
@@ -175,11 +180,11 @@ func (a *Agent) reconcileLocked(id string, d desired) {
 func (a *Agent) dropLocked(t *task) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.role == "" {
+	if t.phase == phaseGone {
 		return
 	}
-	t.role = ""
-	t.ready, t.revoking, t.released = false, false, false
+	t.move(evDrop)
+	t.revoking = false
 	t.job.stop()
 	if p := t.applied.Load(); p > 0 {
 		a.positions[t.id] = p

@@ -2,36 +2,32 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/agent/group"
 )
 
 // progressBook keeps the latest progress of every learner and standby in
 // the group, as published over core NATS, and passes every report to
 // onReport (the leader decides whether it can change a plan).
 type progressBook struct {
-	onReport func(progressMsg)
+	onReport func(group.Progress)
 
 	mu     sync.Mutex
-	byTask map[string]map[string]progressMsg
+	byTask map[string]map[string]group.Progress
 }
 
-func newProgressBook(onReport func(progressMsg)) *progressBook {
-	return &progressBook{onReport: onReport, byTask: map[string]map[string]progressMsg{}}
+func newProgressBook(onReport func(group.Progress)) *progressBook {
+	return &progressBook{onReport: onReport, byTask: map[string]map[string]group.Progress{}}
 }
 
 // add records p.
-func (b *progressBook) add(p progressMsg) {
+func (b *progressBook) add(p group.Progress) {
 	b.mu.Lock()
 	m, ok := b.byTask[p.Task]
 	if !ok {
-		m = map[string]progressMsg{}
+		m = map[string]group.Progress{}
 		b.byTask[p.Task] = m
 	}
 	m[p.Member] = p
@@ -65,10 +61,10 @@ func (b *progressBook) lags(since map[pairKey]uint64) map[string]map[string]uint
 }
 
 // all returns every recorded progress.
-func (b *progressBook) all() []progressMsg {
+func (b *progressBook) all() []group.Progress {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []progressMsg
+	var out []group.Progress
 	for _, m := range b.byTask {
 		for _, p := range m {
 			out = append(out, p)
@@ -84,7 +80,7 @@ func (b *progressBook) forget(maxAge time.Duration, now time.Time) {
 	defer b.mu.Unlock()
 	for task, m := range b.byTask {
 		for member, p := range m {
-			if now.Sub(p.At) > maxAge {
+			if now.Sub(p.Updated) > maxAge {
 				delete(m, member)
 			}
 		}
@@ -96,30 +92,24 @@ func (b *progressBook) forget(maxAge time.Duration, now time.Time) {
 
 // publishProgress sends one progress report over core NATS and records it
 // locally (a leader hears itself without the round trip).
-func (a *Agent) publishProgress(p progressMsg) {
+func (a *Agent) publishProgress(p group.Progress) {
 	a.progress.add(p)
-	b, err := json.Marshal(p)
-	if err != nil {
-		return
-	}
-	if err := a.nc.Publish(progressSubject(a.opts.Group, a.opts.MemberID), b); err != nil {
+	if err := group.PublishProgress(a.nc, a.opts.Group, a.opts.MemberID, p); err != nil {
 		a.log.Debug().Err(err).Msg("publish progress")
 	}
 }
 
 // runProgress subscribes to the group's progress reports until ctx ends.
 func (a *Agent) runProgress(ctx context.Context) error {
-	sub, err := a.nc.Subscribe(progressWildcard(a.opts.Group), func(m *nats.Msg) {
-		var p progressMsg
-		if json.Unmarshal(m.Data, &p) != nil || p.Member == a.opts.MemberID {
-			return
+	stop, err := group.WatchProgress(a.nc, a.opts.Group, func(p group.Progress) {
+		if p.Member != a.opts.MemberID {
+			a.progress.add(p)
 		}
-		a.progress.add(p)
 	})
 	if err != nil {
-		return fmt.Errorf("subscribe to progress: %w", err)
+		return err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer stop()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -146,9 +136,9 @@ func (a *Agent) republishProgress() {
 	a.mu.Unlock()
 	for _, t := range ts {
 		t.mu.Lock()
-		role := t.role
+		tailing := t.phase.tailing()
 		t.mu.Unlock()
-		if role != httpapi.RoleLearner && role != httpapi.RoleStandby {
+		if !tailing {
 			continue
 		}
 		if r := t.replayer.Load(); r != nil {
@@ -160,20 +150,4 @@ func (a *Agent) republishProgress() {
 			}
 		}
 	}
-}
-
-// WatchProgress calls fn with every progress report published in group,
-// from a NATS subscription, until the returned stop is called. Learners and
-// standbys report at least once a second.
-func WatchProgress(nc *nats.Conn, group string, fn func(httpapi.LearnerProgress)) (stop func(), err error) {
-	sub, err := nc.Subscribe(progressWildcard(group), func(m *nats.Msg) {
-		var p progressMsg
-		if json.Unmarshal(m.Data, &p) == nil {
-			fn(p.api())
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("subscribe to progress of group %s: %w", group, err)
-	}
-	return func() { _ = sub.Unsubscribe() }, nil
 }

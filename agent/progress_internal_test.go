@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natstest"
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/statestore"
@@ -33,15 +33,15 @@ func TestRepublishWaitsForTheFirstReport(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var got []progressMsg
+	var got []group.Progress
 	a := &Agent{
 		opts:    Options{Group: "g", MemberID: "m1"},
 		nc:      srv.Conn(t),
 		metrics: newMetrics(prometheus.NewRegistry()),
 		tasks:   map[string]*task{},
 	}
-	a.progress = newProgressBook(func(p progressMsg) { got = append(got, p) })
-	tk := &task{id: "t1", stateful: true, role: httpapi.RoleLearner}
+	a.progress = newProgressBook(func(p group.Progress) { got = append(got, p) })
+	tk := &task{id: "t1", stateful: true, phase: phaseLearner}
 	a.tasks["t1"] = tk
 
 	r := restore.New(clog, store, restore.Options{Task: "t1"})

@@ -14,16 +14,17 @@ import (
 func releaseAgent(gen uint64, tasks ...*task) *Agent {
 	a := &Agent{
 		opts:       Options{Group: "g", MemberID: "m1"},
-		kinds:      map[string]bool{},
 		tasks:      map[string]*task{},
 		releases:   map[string]assign.Release{},
 		changed:    make(chan struct{}),
 		generation: gen,
 	}
+	kinds := map[string]bool{}
 	for _, t := range tasks {
-		a.kinds[t.id] = t.stateful
+		kinds[t.id] = t.stateful
 		a.tasks[t.id] = t
 	}
+	a.conf.Store(&groupConfig{kinds: kinds})
 	return a
 }
 
@@ -31,7 +32,7 @@ func releaseAgent(gen uint64, tasks ...*task) *Agent {
 // whose revoke it answers, so that the leader never takes it for the
 // answer to a revoke issued later.
 func TestReleaseNamesItsGeneration(t *testing.T) {
-	tk := &task{id: "s0", stateful: true, role: httpapi.RoleActive, epoch: 3, ready: true, revoking: true, lastSeq: 42}
+	tk := &task{id: "s0", stateful: true, phase: phaseActive, epoch: 3, revoking: true, lastSeq: 42}
 	a := releaseAgent(7, tk)
 	if _, err := a.Release(context.Background(), "s0", 2); !errors.Is(err, httpapi.ErrNotOwner) {
 		t.Fatalf("release at a stale epoch = %v, want ErrNotOwner", err)
@@ -56,9 +57,9 @@ func TestReleaseNamesItsGeneration(t *testing.T) {
 // generation (a revoke issued again after a cancel this member skipped);
 // the others are dropped.
 func TestKeepReleases(t *testing.T) {
-	released := &task{id: "a", stateful: true, role: httpapi.RoleActive, epoch: 3, revoking: true, released: true}
-	served := &task{id: "b", stateful: true, role: httpapi.RoleActive, epoch: 3, revoking: true} // served again since
-	notRevoked := &task{id: "c", stateful: true, role: httpapi.RoleActive, epoch: 3, released: true}
+	released := &task{id: "a", stateful: true, phase: phaseReleased, epoch: 3, revoking: true}
+	served := &task{id: "b", stateful: true, phase: phaseActive, epoch: 3, revoking: true} // served again since
+	notRevoked := &task{id: "c", stateful: true, phase: phaseReleased, epoch: 3}
 	a := releaseAgent(9, released, served, notRevoked)
 	for _, id := range []string{"a", "b", "c", "gone"} {
 		a.releases[id] = assign.Release{Epoch: 3, Seq: 10, Generation: 5}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/snapshot"
 )
 
@@ -174,10 +175,10 @@ func (a *Agent) ownedTasks() []ownedTask {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []ownedTask
-	for _, id := range sortedKeys(a.tasks) {
+	for _, id := range slices.Sorted(maps.Keys(a.tasks)) {
 		t := a.tasks[id]
 		t.mu.Lock()
-		if t.stateful && t.role == httpapi.RoleActive && t.ready && !t.lost && !t.released {
+		if t.stateful && t.phase == phaseActive {
 			out = append(out, ownedTask{id: id, epoch: t.epoch, applied: t.applied.Load()})
 		}
 		t.mu.Unlock()
@@ -310,32 +311,4 @@ func (a *Agent) Snapshot(ctx context.Context, task string) (snapshot.Info, error
 		}
 		return snapshot.Info{}, err
 	}
-}
-
-// ReadSnapshots fills each task's SnapshotSeq and SnapshotAge in gv from
-// the group's snapshot bucket, as of now. A group whose bucket does not
-// exist yet has no snapshots.
-func ReadSnapshots(ctx context.Context, js jetstream.JetStream, gv *httpapi.GroupView, now time.Time) error {
-	b, err := snapshot.OpenExisting(ctx, js, gv.Group)
-	if errors.Is(err, snapshot.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return fillSnapshots(ctx, b, gv, now)
-}
-
-func fillSnapshots(ctx context.Context, b *snapshot.Bucket, gv *httpapi.GroupView, now time.Time) error {
-	all, err := b.ListAll(ctx)
-	if err != nil {
-		return err
-	}
-	for i := range gv.Tasks {
-		if snaps := all[gv.Tasks[i].ID]; len(snaps) > 0 {
-			gv.Tasks[i].SnapshotSeq = snaps[0].Seq
-			gv.Tasks[i].SnapshotAge = max(now.Sub(snaps[0].Created), 0)
-		}
-	}
-	return nil
 }

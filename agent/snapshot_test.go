@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/snapshot"
@@ -26,32 +26,7 @@ func (c *cluster) startSnapshotting(id string, snaps agent.SnapshotOptions) *mem
 	c.t.Helper()
 	m := &member{id: id, dir: filepath.Join(c.t.TempDir(), id)}
 	c.members[id] = m
-	var err error
-	m.nc, err = nats.Connect(c.srv.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		c.t.Fatalf("connect %s: %v", id, err)
-	}
-	if m.store, err = statestore.Open(m.dir, statestore.Options{}); err != nil {
-		c.t.Fatalf("open store of %s: %v", id, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m.a, err = agent.Open(ctx, m.nc, m.store, agent.Options{
-		Group: c.group, MemberID: id, Config: c.cfg, Logger: c.logger(id), Snapshots: snaps,
-	})
-	if err != nil {
-		c.t.Fatalf("open agent %s: %v", id, err)
-	}
-	if c.kv == nil {
-		if c.kv, err = c.js.KeyValue(ctx, agent.BucketName(c.group)); err != nil {
-			c.t.Fatalf("open bucket: %v", err)
-		}
-	}
-	runCtx, runCancel := context.WithCancel(context.Background())
-	m.cancel = runCancel
-	m.done = make(chan error, 1)
-	go func() { m.done <- m.a.Run(runCtx) }()
-	return m
+	return c.run(m, snaps)
 }
 
 // snapshotsOf lists task's snapshots in the group's bucket.
@@ -159,7 +134,7 @@ func TestSnapshotsTrimAndTheNextOwnerLoadsOne(t *testing.T) {
 		}
 	}
 	read := c.view()
-	if err := agent.ReadSnapshots(ctx, c.js, &read, time.Now()); err != nil || read.Tasks[0].SnapshotSeq < firstSeq {
+	if err := group.ReadSnapshots(ctx, c.js, &read, time.Now()); err != nil || read.Tasks[0].SnapshotSeq < firstSeq {
 		t.Errorf("ReadSnapshots = %v, task %+v; want s0's snapshot", err, read.Tasks[0])
 	}
 

@@ -7,14 +7,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/statestore"
 )
 
-// task is one task's runtime on this member. The member loop changes its
-// role; the commit path and the release path read and change its state
+// task is one task's runtime on this member. The member loop moves it
+// through its lifecycle (lifecycle.go); the commit path and the release path read and change its state
 // under mu; at most one background job (a tailing restore or an
 // activation) runs for it at a time, each waiting for the one before.
 type task struct {
@@ -27,14 +28,11 @@ type task struct {
 	lastSeq  uint64 // changelog sequence of this owner's last append or applied entry
 
 	// mu guards the state below; it is held only briefly, never across
-	// I/O. Lock order: a.mu, then mu.
+	// I/O. Lock order (docs/ARCHITECTURE.md): commitMu, a.mu, then mu.
 	mu       sync.Mutex
-	role     string // httpapi.Role*, or "" when the task is not on this member
+	phase    taskPhase // see lifecycle.go
 	epoch    uint64
-	ready    bool // active and current: the worker may commit
-	revoking bool
-	released bool
-	lost     bool // a fenced append showed another member owns the task
+	revoking bool // the current generation revokes the task from this member
 	job      *job
 
 	applied  atomic.Uint64 // how far the local copy reaches
@@ -111,7 +109,7 @@ func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 			return
 		}
 		a.log.Error().Err(err).Str(fTask, t.id).Msg("tailing restore failed; retrying")
-		if !sleepCtx(ctx, time.Second) {
+		if !group.Sleep(ctx, time.Second) {
 			return
 		}
 	}
@@ -150,7 +148,7 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		meta, _, err := a.store.Meta(t.id)
 		if err != nil {
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("read task meta; retrying")
-			sleepCtx(ctx, time.Second)
+			group.Sleep(ctx, time.Second)
 			continue
 		}
 		if handoffSeq > meta.Applied || attempt > 0 {
@@ -159,13 +157,13 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			if err != nil {
 				if ctx.Err() == nil {
 					a.log.Error().Err(err).Str(fTask, t.id).Msg("catch up before activation failed; retrying")
-					sleepCtx(ctx, time.Second)
+					group.Sleep(ctx, time.Second)
 				}
 				continue
 			}
 			if meta, _, err = a.store.Meta(t.id); err != nil {
 				a.log.Error().Err(err).Str(fTask, t.id).Msg("read task meta after catching up; retrying")
-				sleepCtx(ctx, time.Second)
+				group.Sleep(ctx, time.Second)
 				continue
 			}
 		}
@@ -183,14 +181,14 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.Warn().Err(err).Str(fTask, t.id).Msg("append epoch marker failed; retrying")
-				sleepCtx(ctx, 250*time.Millisecond)
+				group.Sleep(ctx, 250*time.Millisecond)
 			}
 			continue
 		}
 		if err := a.store.Apply(t.id, statestore.Commit{Seq: seq, Epoch: epoch}); err != nil {
 			// The marker is in the changelog; the next attempt replays it.
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("apply epoch marker; replaying")
-			sleepCtx(ctx, 250*time.Millisecond)
+			group.Sleep(ctx, 250*time.Millisecond)
 			continue
 		}
 		a.markReady(ctx, t, epoch, seq, replayed, handoffAt)
@@ -235,12 +233,11 @@ func (a *Agent) newReplayer(t *task, tail bool) *restore.Replayer {
 func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uint64, handoffAt time.Time) {
 	t.commitMu.Lock()
 	t.mu.Lock()
-	if ctx.Err() != nil || t.role != httpapi.RoleActive || t.epoch != epoch {
+	if ctx.Err() != nil || !t.phase.owned() || t.epoch != epoch || !t.move(evReady) {
 		t.mu.Unlock()
 		t.commitMu.Unlock()
 		return
 	}
-	t.ready = true
 	t.lastSeq = seq
 	if seq > 0 {
 		t.applied.Store(seq)
@@ -274,7 +271,7 @@ func (a *Agent) onProgress(t *task, p restore.Progress) {
 	t.applied.Store(p.Applied)
 	t.lag.Store(p.LagMsgs)
 	t.mu.Lock()
-	role := t.role
+	role := t.phase.role()
 	t.mu.Unlock()
 	if role == "" {
 		return
@@ -284,18 +281,20 @@ func (a *Agent) onProgress(t *task, p restore.Progress) {
 	a.mu.Lock()
 	gen := a.generation
 	a.mu.Unlock()
-	a.publishProgress(progressMsg{
-		Member:     a.opts.MemberID,
-		Task:       t.id,
-		Role:       role,
-		Applied:    p.Applied,
-		End:        p.End,
-		Lag:        p.LagMsgs,
-		LagBytes:   p.LagBytes,
-		Replayed:   p.Replayed,
-		Rate:       p.Rate,
-		ETA:        p.ETA,
-		At:         time.Now(),
+	a.publishProgress(group.Progress{
+		LearnerProgress: httpapi.LearnerProgress{
+			Member:   a.opts.MemberID,
+			Task:     t.id,
+			Role:     role,
+			Applied:  p.Applied,
+			End:      p.End,
+			Lag:      p.LagMsgs,
+			LagBytes: p.LagBytes,
+			Replayed: p.Replayed,
+			Rate:     p.Rate,
+			ETA:      p.ETA,
+			Updated:  time.Now(),
+		},
 		Generation: gen,
 	})
 }

@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -39,7 +41,7 @@ func (a *Agent) WaitAssignment(ctx context.Context, after uint64) httpapi.View {
 // stateLocked is the member's state as the worker sees it.
 func (a *Agent) stateLocked() string {
 	switch {
-	case a.entry.Shutdown:
+	case a.assigned.Shutdown:
 		return httpapi.StateDone
 	case a.leavingSince != nil:
 		return httpapi.StateLeaving
@@ -59,27 +61,27 @@ func (a *Agent) viewLocked() httpapi.View {
 		State:      a.stateLocked(),
 		Tasks:      []httpapi.TaskView{},
 		Revoke:     []string{},
-		Shutdown:   a.entry.Shutdown,
+		Shutdown:   a.assigned.Shutdown,
 	}
-	ids := sortedKeys(a.tasks)
+	ids := slices.Sorted(maps.Keys(a.tasks))
 	for _, id := range ids {
 		t := a.tasks[id]
 		t.mu.Lock()
-		tv := httpapi.TaskView{ID: id, Role: t.role, Stateful: t.stateful, Epoch: t.epoch}
-		switch {
-		case t.role == "":
+		tv := httpapi.TaskView{ID: id, Role: t.phase.role(), Stateful: t.stateful, Epoch: t.epoch}
+		switch t.phase {
+		case phaseGone:
 			t.mu.Unlock()
 			continue
-		case t.role == httpapi.RoleActive && (t.released || t.lost):
+		case phaseReleased, phaseLost:
 			// Released or taken over: the worker has nothing more to do.
 			t.mu.Unlock()
 			continue
-		case t.role == httpapi.RoleActive && !t.ready:
+		case phaseActivating:
 			// Becoming active: shown as learning until its copy is
 			// current and fenced.
 			tv.Role = httpapi.RoleLearner
 			tv.Lag = t.lag.Load()
-		case t.role == httpapi.RoleActive:
+		case phaseActive:
 			if t.revoking {
 				v.Revoke = append(v.Revoke, id)
 			}
@@ -118,13 +120,13 @@ func (a *Agent) LeaveStatus() httpapi.LeaveStatus {
 	s := httpapi.LeaveStatus{
 		State:     a.stateLocked(),
 		Remaining: []string{},
-		Shutdown:  a.entry.Shutdown,
+		Shutdown:  a.assigned.Shutdown,
 	}
 	if a.leavingSince != nil {
 		t := *a.leavingSince
 		s.Started = &t
 	}
-	for _, id := range sortedKeys(a.entry.Tasks) {
+	for _, id := range slices.Sorted(maps.Keys(a.assigned.Tasks)) {
 		s.Remaining = append(s.Remaining, id)
 	}
 	a.mu.Unlock()
@@ -135,7 +137,7 @@ func (a *Agent) LeaveStatus() httpapi.LeaveStatus {
 		}
 		for _, p := range a.progress.all() {
 			if want[p.Task] && p.Member != a.opts.MemberID {
-				s.Learners = append(s.Learners, p.api())
+				s.Learners = append(s.Learners, p.LearnerProgress)
 			}
 		}
 	}
@@ -171,18 +173,19 @@ func (a *Agent) Ready() error {
 	return nil
 }
 
-func (p progressMsg) api() httpapi.LearnerProgress {
-	return httpapi.LearnerProgress{
-		Task: p.Task, Member: p.Member, Role: p.Role, Applied: p.Applied, End: p.End,
-		Lag: p.Lag, LagBytes: p.LagBytes, Replayed: p.Replayed, Rate: p.Rate, ETA: p.ETA, Updated: p.At,
+// Group implements httpapi.Backend.
+func (a *Agent) Group(ctx context.Context) (httpapi.GroupView, error) {
+	var progress []httpapi.LearnerProgress
+	for _, p := range a.progress.all() {
+		progress = append(progress, p.LearnerProgress)
 	}
-}
-
-func sortProgress(ps []httpapi.LearnerProgress) {
-	sort.Slice(ps, func(i, j int) bool {
-		if ps[i].Task != ps[j].Task {
-			return ps[i].Task < ps[j].Task
-		}
-		return ps[i].Member < ps[j].Member
-	})
+	gv, err := group.ReadGroup(ctx, a.kv, a.opts.Group, progress)
+	if err != nil {
+		return gv, err
+	}
+	if err := group.FillSnapshots(ctx, a.snaps.bucket, &gv, time.Now()); err != nil {
+		// The group's view is still worth showing without them.
+		a.log.Warn().Err(err).Msg("list snapshots for /group")
+	}
+	return gv, nil
 }

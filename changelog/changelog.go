@@ -215,9 +215,7 @@ func (l *Log) Append(ctx context.Context, task string, expectedLast uint64, e En
 	}
 	ack, err := l.js.PublishMsg(ctx, msg)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if apiErr, ok := WrongLastSequence(err); ok {
 			return 0, &FencedError{Task: task, Expected: expectedLast, Actual: actualFromDescription(apiErr.Description)}
 		}
 		return 0, fmt.Errorf("append to task %q after seq %d: %w", task, expectedLast, err)

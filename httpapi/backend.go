@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/handoffhq/handoff/httpapi/wire"
 )
 
 // Errors a Backend returns (wrapped, with a message a person can act on);
@@ -28,19 +30,28 @@ var (
 	ErrUnavailable = errors.New("temporarily unavailable")    // 503 unavailable
 )
 
-// Roles of a task on a member.
+// Roles of a task on a member (see wire).
 const (
-	RoleActive  = "active"
-	RoleLearner = "learner"
-	RoleStandby = "standby"
+	RoleActive  = wire.RoleActive
+	RoleLearner = wire.RoleLearner
+	RoleStandby = wire.RoleStandby
 )
 
-// Member states.
+// Member states (see wire).
 const (
-	StateJoining = "joining" // no generation has included this member yet
-	StateMember  = "member"
-	StateLeaving = "leaving" // leave started; tasks are being handed over
-	StateDone    = "done"    // left: owns nothing, may shut down
+	StateJoining = wire.StateJoining
+	StateMember  = wire.StateMember
+	StateLeaving = wire.StateLeaving
+	StateDone    = wire.StateDone
+)
+
+// The documents that describe the group outside a member live in wire, so
+// that readers of the group (the CLI) need not import the server.
+type (
+	LearnerProgress = wire.LearnerProgress
+	GroupView       = wire.GroupView
+	MemberView      = wire.MemberView
+	GroupTask       = wire.GroupTask
 )
 
 // View is a member's assignment as its worker sees it.
@@ -125,58 +136,6 @@ type LeaveStatus struct {
 	// Learners shows how far the members taking over have got.
 	Learners []LearnerProgress `json:"learners,omitempty"`
 	Shutdown bool              `json:"shutdown"`
-}
-
-// LearnerProgress is one learner's or standby's progress on a task.
-type LearnerProgress struct {
-	Task     string `json:"task"`
-	Member   string `json:"member"`
-	Role     string `json:"role"`
-	Applied  uint64 `json:"applied"`
-	End      uint64 `json:"end"`
-	Lag      uint64 `json:"lag"`
-	LagBytes uint64 `json:"lagBytes"`
-	// Replayed is how many messages this restore has applied so far.
-	Replayed uint64        `json:"replayed"`
-	Rate     float64       `json:"rate"` // messages per second
-	ETA      time.Duration `json:"eta"`
-	Updated  time.Time     `json:"updated"`
-}
-
-// GroupView is the whole group as one member sees it (GET /group).
-type GroupView struct {
-	Group      string            `json:"group"`
-	Generation uint64            `json:"generation"`
-	Leader     string            `json:"leader"`
-	Members    []MemberView      `json:"members"`
-	Tasks      []GroupTask       `json:"tasks"`
-	Progress   []LearnerProgress `json:"progress,omitempty"`
-}
-
-// MemberView is one member in a GroupView.
-type MemberView struct {
-	ID       string   `json:"id"`
-	Addr     string   `json:"addr,omitempty"`
-	Zone     string   `json:"zone,omitempty"`
-	Capacity int      `json:"capacity"`
-	State    string   `json:"state"`
-	Active   []string `json:"active"`
-	Learning []string `json:"learning,omitempty"`
-	Standby  []string `json:"standby,omitempty"`
-}
-
-// GroupTask is one task in a GroupView.
-type GroupTask struct {
-	ID       string   `json:"id"`
-	Stateful bool     `json:"stateful"`
-	Active   string   `json:"active"`
-	Epoch    uint64   `json:"epoch"`
-	Revoking string   `json:"revoking,omitempty"` // target of a pending revoke
-	Learners []string `json:"learners,omitempty"`
-	Standbys []string `json:"standbys,omitempty"`
-	// SnapshotSeq and SnapshotAge describe the task's newest snapshot.
-	SnapshotSeq uint64        `json:"snapshotSeq,omitempty"`
-	SnapshotAge time.Duration `json:"snapshotAge,omitempty"`
 }
 
 // Backend is what the API needs from the agent. Implementations are safe

@@ -13,12 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
-	"github.com/handoffhq/handoff/statestore"
+	"github.com/handoffhq/handoff/internal/sidecar"
 )
 
 func init() {
@@ -45,84 +44,48 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	// Deferred calls run in reverse: the member record goes first, then
-	// the local state is closed, then NATS.
 	defer stopNATS()
-
-	store, err := statestore.Open(filepath.Join(cfg.DataDir, "state"), statestore.Options{Logger: log.With().Str("component", "pebble").Logger()})
-	if err != nil {
-		return fmt.Errorf("open local state in %s: %w", cfg.DataDir, err)
-	}
-	defer closeLogged(log, "local state", store.Close)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	a, err := agent.Open(openCtx, nc, store, agent.Options{
-		Group:        cfg.Group,
-		MemberID:     cfg.MemberID,
-		Addr:         cfg.Advertise,
-		Zone:         cfg.Zone,
-		Capacity:     cfg.Capacity,
-		Config:       cfg.GroupConfig,
-		ConfigFields: lc.groupConfigFields(),
-		Replicas:     cfg.NATS.Replicas,
-		Logger:       log,
-		Registerer:   reg,
-		Snapshots:    cfg.Snapshots,
+	m, err := sidecar.Open(ctx, nc, sidecar.Options{
+		DataDir: cfg.DataDir,
+		Agent: agent.Options{
+			Group:        cfg.Group,
+			MemberID:     cfg.MemberID,
+			Addr:         cfg.Advertise,
+			Zone:         cfg.Zone,
+			Capacity:     cfg.Capacity,
+			Config:       cfg.GroupConfig,
+			ConfigFields: lc.groupConfigFields(),
+			Replicas:     cfg.NATS.Replicas,
+			Logger:       log,
+			Registerer:   reg,
+			Snapshots:    cfg.Snapshots,
+		},
+		Listen: cfg.Listen,
+		API: httpapi.Options{
+			Token:   cfg.APIToken,
+			Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+			Logger:  log.With().Str("component", "api").Logger(),
+		},
+		Logger: log,
 	})
-	cancel()
 	if err != nil {
 		return err
 	}
-	defer closeLogged(log, "member record", a.Close)
+	// The member record goes first, then the local state, then NATS.
+	defer closeLogged(log, "member", m.Close)
+	log.Info().Str("api", m.Addr.String()).Str("group", cfg.Group).Str("member", cfg.MemberID).Msg("agent started")
 
-	api := httpapi.New(a, httpapi.Options{
-		Token:   cfg.APIToken,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Logger:  log.With().Str("component", "api").Logger(),
-	})
-	addr, err := api.Listen(cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("worker API: %w", err)
-	}
-	log.Info().Str("api", addr.String()).Str("group", cfg.Group).Str("member", cfg.MemberID).Msg("agent started")
-
-	runCtx, stopRun := context.WithCancel(context.Background())
-	apiCtx, stopAPI := context.WithCancel(context.Background())
-	g, _ := errgroup.WithContext(runCtx)
-	runErr, apiErr := make(chan error, 1), make(chan error, 1)
-	g.Go(func() error {
-		err := a.Run(runCtx)
-		runErr <- err
-		return err
-	})
-	g.Go(func() error {
-		err := api.Run(apiCtx)
-		apiErr <- err
-		return err
-	})
-
-	select {
-	case <-ctx.Done():
+	return m.Run(ctx, func() {
 		// A signal: hand the tasks over before exiting. The API keeps
 		// serving meanwhile: the worker releases its tasks through it,
 		// and then learns that it may exit.
-		if leave(a, cfg.GroupConfig.LeaveTimeout.D(), log) {
-			waitDelivered(api.ShutdownDelivered(), 5*time.Second)
+		if leave(m.Agent, cfg.GroupConfig.LeaveTimeout.D(), log) {
+			waitDelivered(m.API.ShutdownDelivered(), 5*time.Second)
 		}
-	case err := <-runErr:
-		if err != nil {
-			log.Error().Err(err).Msg("agent stopped")
-		}
-	case err := <-apiErr:
-		// The worker can no longer reach this member: stop, so that the
-		// group fails its tasks over, instead of holding them unserved.
-		log.Error().Err(err).Msg("worker API stopped; stopping the agent")
-	}
-	stopAPI()
-	stopRun()
-	return g.Wait()
+	})
 }
 
 // leave hands this member's tasks over and waits until the leader says the

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/lab"
 )
@@ -128,7 +129,7 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 		return nil, fmt.Errorf("initial balance: %w", err)
 	}
 	prog.phase("warming up", 0.35)
-	if !sleepOrDone(ctx, s.Warmup) {
+	if !group.Sleep(ctx, s.Warmup) {
 		return nil, ctx.Err()
 	}
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/snapshot"
 )
@@ -365,7 +366,7 @@ func (c Config) Validate() error {
 	if !changelog.ValidGroup(c.Group) {
 		errs = append(errs, fmt.Errorf("--group %q: use 1 to 64 letters, digits, '-' or '_'", c.Group))
 	}
-	if !agent.ValidMemberID(c.MemberID) {
+	if !group.ValidMemberID(c.MemberID) {
 		errs = append(errs, fmt.Errorf("--member-id %q: use 1 to 128 letters, digits, '-' or '_'", c.MemberID))
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {

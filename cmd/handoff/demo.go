@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
@@ -164,7 +165,7 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.view.setPhase(fmt.Sprintf("running on %d members", s.members), "steady: every task has one owner and its worker runs")
-	if !sleepOrDone(ctx, s.hold) {
+	if !group.Sleep(ctx, s.hold) {
 		return ctx.Err()
 	}
 

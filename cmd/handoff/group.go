@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 )
 
 func init() {
@@ -44,7 +44,7 @@ func (c *clientFlags) open(ctx context.Context, name string) (jetstream.KeyValue
 		nc.Close()
 		return nil, nil, err
 	}
-	kv, err := js.KeyValue(ctx, agent.BucketName(c.group))
+	kv, err := js.KeyValue(ctx, group.BucketName(c.group))
 	if err != nil {
 		nc.Close()
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -93,7 +93,7 @@ rules. Session timeouts apply to members started after the change.
 		return err
 	}
 	defer closeNATS()
-	cfg, rev, ok, err := agent.LoadConfig(ctx, kv)
+	cfg, rev, ok, err := group.LoadConfig(ctx, kv)
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ rules. Session timeouts apply to members started after the change.
 			fmt.Fprintln(e.stdout, "no change")
 			return nil
 		}
-		if _, err := agent.UpdateConfig(ctx, kv, next, rev); err != nil {
+		if _, err := group.UpdateConfig(ctx, kv, next, rev); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "group %s updated:\n  %s\n", cf.group, strings.Join(diffs, "\n  "))

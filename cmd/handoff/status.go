@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/handoffhq/handoff/agent"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/httpapi/wire"
 )
 
 func init() {
@@ -50,26 +50,26 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	kv, err := js.KeyValue(ctx, agent.BucketName(cf.group))
+	kv, err := js.KeyValue(ctx, group.BucketName(cf.group))
 	if err != nil {
 		return fmt.Errorf("open group %q on %s: %w (has an agent of this group started?)", cf.group, cf.nats.URL, err)
 	}
 	book := newProgressCollector()
-	stop, err := agent.WatchProgress(nc, cf.group, book.add)
+	stop, err := group.WatchProgress(nc, cf.group, func(p group.Progress) { book.add(p.LearnerProgress) })
 	if err != nil {
 		return err
 	}
 	defer stop()
 	// Learners report once a second: listen that long before the first view.
-	if !sleepOrDone(ctx, 1100*time.Millisecond) {
+	if !group.Sleep(ctx, 1100*time.Millisecond) {
 		return nil
 	}
 	for {
-		gv, err := agent.ReadGroup(ctx, kv, cf.group, book.recent(3*time.Second))
+		gv, err := group.ReadGroup(ctx, kv, cf.group, book.recent(3*time.Second))
 		if err != nil {
 			return err
 		}
-		if err := agent.ReadSnapshots(ctx, js, &gv, time.Now()); err != nil {
+		if err := group.ReadSnapshots(ctx, js, &gv, time.Now()); err != nil {
 			return err
 		}
 		if *asJSON {
@@ -82,7 +82,7 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 			}
 			renderGroup(e.stdout, gv, time.Now())
 		}
-		if !*watch || !sleepOrDone(ctx, time.Second) {
+		if !*watch || !group.Sleep(ctx, time.Second) {
 			return nil
 		}
 	}
@@ -91,23 +91,23 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 // progressCollector keeps the latest report of each learner.
 type progressCollector struct {
 	mu sync.Mutex
-	m  map[string]httpapi.LearnerProgress
+	m  map[string]wire.LearnerProgress
 }
 
 func newProgressCollector() *progressCollector {
-	return &progressCollector{m: map[string]httpapi.LearnerProgress{}}
+	return &progressCollector{m: map[string]wire.LearnerProgress{}}
 }
 
-func (c *progressCollector) add(p httpapi.LearnerProgress) {
+func (c *progressCollector) add(p wire.LearnerProgress) {
 	c.mu.Lock()
 	c.m[p.Task+"/"+p.Member] = p
 	c.mu.Unlock()
 }
 
-func (c *progressCollector) recent(maxAge time.Duration) []httpapi.LearnerProgress {
+func (c *progressCollector) recent(maxAge time.Duration) []wire.LearnerProgress {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []httpapi.LearnerProgress
+	var out []wire.LearnerProgress
 	for k, p := range c.m {
 		if time.Since(p.Updated) > maxAge {
 			delete(c.m, k)
@@ -119,7 +119,7 @@ func (c *progressCollector) recent(maxAge time.Duration) []httpapi.LearnerProgre
 }
 
 // renderGroup draws the group for people.
-func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
+func renderGroup(w io.Writer, gv wire.GroupView, now time.Time) {
 	stateful := 0
 	for _, t := range gv.Tasks {
 		if t.Stateful {
@@ -140,13 +140,13 @@ func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
 	}
 	tw.Flush()
 
-	var moving []httpapi.GroupTask
+	var moving []wire.GroupTask
 	for _, t := range gv.Tasks {
 		if len(t.Learners) > 0 || t.Revoking != "" {
 			moving = append(moving, t)
 		}
 	}
-	learners := map[string]httpapi.LearnerProgress{}
+	learners := map[string]wire.LearnerProgress{}
 	for _, p := range gv.Progress {
 		learners[p.Task+"/"+p.Member] = p
 	}
@@ -202,7 +202,7 @@ func renderGroup(w io.Writer, gv httpapi.GroupView, now time.Time) {
 }
 
 // renderSnapshots lists each stateful task's newest snapshot.
-func renderSnapshots(w io.Writer, gv httpapi.GroupView) {
+func renderSnapshots(w io.Writer, gv wire.GroupView) {
 	fmt.Fprintln(w, "\nSNAPSHOTS")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tSEQ\tAGE")
@@ -219,7 +219,7 @@ func renderSnapshots(w io.Writer, gv httpapi.GroupView) {
 }
 
 // progressFraction is how much of its restore a learner has done.
-func progressFraction(p httpapi.LearnerProgress) float64 {
+func progressFraction(p wire.LearnerProgress) float64 {
 	if p.Lag == 0 {
 		return 1
 	}
@@ -247,7 +247,7 @@ func rate(r float64) string {
 	}
 }
 
-func eta(p httpapi.LearnerProgress) string {
+func eta(p wire.LearnerProgress) string {
 	if p.Lag == 0 {
 		return "caught up"
 	}
@@ -262,16 +262,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// sleepOrDone waits d unless ctx ends first; it reports whether d passed.
-func sleepOrDone(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

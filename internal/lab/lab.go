@@ -35,8 +35,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/examples/counter/countworker"
 	"github.com/handoffhq/handoff/internal/natsembed"
@@ -158,7 +158,7 @@ func Open(ctx context.Context, opts Options) (_ *Lab, err error) {
 
 	bgCtx, stop := context.WithCancel(context.Background())
 	l.stopBG = stop
-	stopProgress, err := agent.WatchProgress(l.nc, opts.Group, l.rec.progress)
+	stopProgress, err := group.WatchProgress(l.nc, opts.Group, func(p group.Progress) { l.rec.progress(p.LearnerProgress) })
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("lab: %w", err)
@@ -365,7 +365,7 @@ func (l *Lab) deleteGroupStreams() error {
 	g := l.opts.Group
 	ours := func(name string) bool {
 		return name == countworker.StreamName(g) || name == changelog.StreamName(g) ||
-			name == "KV_"+agent.BucketName(g) || strings.HasPrefix(name, "OBJ_"+agent.BucketName(g)+"_")
+			name == "KV_"+group.BucketName(g) || strings.HasPrefix(name, "OBJ_"+group.BucketName(g)+"_")
 	}
 	var errs []error
 	names := l.js.StreamNames(ctx)

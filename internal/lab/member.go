@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/examples/counter/countworker"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/sidecar"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -61,7 +61,7 @@ type incarnation struct {
 	client       *client.Client
 	addr         string
 	reg          *prometheus.Registry
-	api          *httpapi.Server
+	sc           *sidecar.Member     // the store, agent and API, wired
 	inputJS      jetstream.JetStream // the worker's
 	// procs is set, and the in-process parts above are not, when the
 	// member runs as processes; views follows the agent's view.
@@ -125,32 +125,27 @@ func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab: jetstream for the worker of %s: %w", m.ID, err)
 	}
-	inc.store, err = statestore.Open(filepath.Join(m.Dir, "state"), statestore.Options{Logger: log.With().Str("component", "pebble").Logger()})
-	if err != nil {
-		return nil, fmt.Errorf("lab: open the store of %s: %w", m.ID, err)
-	}
-	closers = append(closers, func() { _ = inc.store.Close() })
 	inc.reg = prometheus.NewRegistry()
-	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	inc.agent, err = agent.Open(openCtx, inc.nc, inc.store, agent.Options{
-		Group: l.opts.Group, MemberID: m.ID, Config: l.opts.Config, Logger: l.log, Registerer: inc.reg,
+	inc.sc, err = sidecar.Open(ctx, inc.nc, sidecar.Options{
+		DataDir: m.Dir,
+		Agent: agent.Options{
+			Group: l.opts.Group, MemberID: m.ID, Config: l.opts.Config, Logger: l.log, Registerer: inc.reg,
+		},
+		Listen: "127.0.0.1:0",
+		API: httpapi.Options{
+			Metrics: promhttp.HandlerFor(inc.reg, promhttp.HandlerOpts{}),
+			Logger:  log.With().Str("component", "api").Logger(),
+		},
+		Logger: log,
 	})
-	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("lab: open the agent of %s: %w", m.ID, err)
+		return nil, fmt.Errorf("lab: open member %s: %w", m.ID, err)
 	}
-	api := httpapi.New(inc.agent, httpapi.Options{
-		Metrics: promhttp.HandlerFor(inc.reg, promhttp.HandlerOpts{}),
-		Logger:  log.With().Str("component", "api").Logger(),
-	})
-	addr, err := api.Listen("127.0.0.1:0") // the last step that can fail
-	if err != nil {
-		return nil, fmt.Errorf("lab: the API of %s: %w", m.ID, err)
-	}
-	inc.addr = addr.String()
+	inc.store, inc.agent = inc.sc.Store, inc.sc.Agent
+	inc.addr = inc.sc.Addr.String()
 	inc.client = client.New("http://" + inc.addr)
 
-	inc.api, inc.inputJS = api, wjs
+	inc.inputJS = wjs
 	return inc, nil
 }
 
@@ -160,10 +155,7 @@ func (inc *incarnation) abort() {
 		inc.abortProcesses()
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = inc.api.Run(ctx) // serves nothing and closes the listener
-	_ = inc.store.Close()
+	_ = inc.sc.Crash() // it never ran: there is no record to delete
 	inc.workerNC.Close()
 	inc.nc.Close()
 }
@@ -177,7 +169,7 @@ func (m *Member) run(inc *incarnation) {
 	}
 	l := m.lab
 	log := l.log.With().Str("member", m.ID).Logger()
-	api, wjs := inc.api, inc.inputJS
+	wjs := inc.inputJS
 	var runCtx context.Context
 	runCtx, inc.cancelAgent = context.WithCancel(context.Background())
 	go func() {
@@ -188,7 +180,7 @@ func (m *Member) run(inc *incarnation) {
 	apiCtx, inc.cancelAPI = context.WithCancel(context.Background())
 	go func() {
 		defer close(inc.apiDone)
-		inc.apiErr = api.Run(apiCtx)
+		inc.apiErr = inc.sc.ServeAPI(apiCtx)
 	}()
 	var workerCtx context.Context
 	workerCtx, inc.cancelWorker = context.WithCancel(context.Background())
@@ -294,13 +286,12 @@ func (m *Member) teardown(inc *incarnation, graceful bool, state string) error {
 			inc.nc.Close()
 			return
 		}
+		closeMember := inc.sc.Crash // the record expires
 		if graceful {
-			if err := inc.agent.Close(); err != nil {
-				m.lab.log.Warn().Err(err).Str("member", m.ID).Msg("close agent")
-			}
+			closeMember = inc.sc.Close
 		}
-		if err := inc.store.Close(); err != nil {
-			m.lab.log.Warn().Err(err).Str("member", m.ID).Msg("close store")
+		if err := closeMember(); err != nil {
+			m.lab.log.Warn().Err(err).Str("member", m.ID).Msg("close member")
 		}
 		inc.workerNC.Close()
 		inc.nc.Close()

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 )
 
 // ErrNoMember is wrapped by the errors of operations on a member the lab
@@ -29,7 +29,7 @@ func (l *Lab) AddMember(ctx context.Context, id string) (*Member, error) {
 // all and each restores only its share of the tasks.
 func (l *Lab) AddMembers(ctx context.Context, ids ...string) ([]*Member, error) {
 	for _, id := range ids {
-		if !agent.ValidMemberID(id) {
+		if !group.ValidMemberID(id) {
 			return nil, fmt.Errorf("lab: member ID %q: use letters, digits, '-' or '_'", id)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 )
 
 // runSampler calls Sample every Options.SampleEvery until ctx ends.
@@ -78,14 +78,14 @@ func (l *Lab) readGroup(ctx context.Context) {
 	l.kvMu.Unlock()
 	if kv == nil {
 		var err error
-		if kv, err = l.js.KeyValue(ctx, agent.BucketName(l.opts.Group)); err != nil {
+		if kv, err = l.js.KeyValue(ctx, group.BucketName(l.opts.Group)); err != nil {
 			return // no member has created the group yet
 		}
 		l.kvMu.Lock()
 		l.kv = kv
 		l.kvMu.Unlock()
 	}
-	if gv, err := agent.ReadGroup(ctx, kv, l.opts.Group, nil); err == nil {
+	if gv, err := group.ReadGroup(ctx, kv, l.opts.Group, nil); err == nil {
 		l.rec.setGroup(gv)
 	}
 }

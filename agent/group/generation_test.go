@@ -1,4 +1,4 @@
-package agent
+package group
 
 import (
 	"encoding/json"
@@ -31,7 +31,7 @@ func TestPublicationScales(t *testing.T) {
 			for i, m := range in.Members {
 				live[i] = m.ID
 			}
-			entries, unassigned := splitAssignment(res.Assignment, live, res.Shutdown)
+			entries, unassigned := Split(res.Assignment, live, res.Shutdown)
 			largest := 0
 			revs := map[string]uint64{}
 			for id, e := range entries {
@@ -46,7 +46,7 @@ func TestPublicationScales(t *testing.T) {
 					t.Errorf("entry of %s holds %d task roles, want about %d", id, n, 2*tasks/members)
 				}
 			}
-			g, err := json.Marshal(genRecord{Generation: res.Assignment.Generation, Entries: revs, Unassigned: unassigned})
+			g, err := json.Marshal(GenerationRecord{Generation: res.Assignment.Generation, Entries: revs, Unassigned: unassigned})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,11 +55,11 @@ func TestPublicationScales(t *testing.T) {
 				t.Errorf("largest entry %d bytes, generation record %d bytes; want both under %d", largest, len(g), maxPayload)
 			}
 			// Merging the entries back gives the assignment.
-			decoded := map[string]memberEntry{}
+			decoded := map[string]MemberAssignment{}
 			for id, e := range entries {
 				decoded[id] = *e
 			}
-			back := mergeAssignment(genRecord{Generation: res.Assignment.Generation, Unassigned: unassigned}, decoded)
+			back := Merge(GenerationRecord{Generation: res.Assignment.Generation, Unassigned: unassigned}, decoded)
 			if !back.Equal(res.Assignment) {
 				t.Errorf("merge(split(a)) != a")
 			}

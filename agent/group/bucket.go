@@ -1,4 +1,4 @@
-package agent
+package group
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, group string, repli
 // LoadConfig reads the group's stored config; ok is false if the group has
 // none yet.
 func LoadConfig(ctx context.Context, kv jetstream.KeyValue) (cfg assign.Config, rev uint64, ok bool, err error) {
-	e, err := kv.Get(ctx, keyConfig)
+	e, err := kv.Get(ctx, KeyConfig)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return assign.Config{}, 0, false, nil
 	}
@@ -98,7 +98,7 @@ func EnsureConfig(ctx context.Context, kv jetstream.KeyValue, group string, prop
 		if err != nil {
 			return assign.Config{}, fmt.Errorf("encode group config: %w", err)
 		}
-		if _, err := kv.Create(ctx, keyConfig, b); err == nil {
+		if _, err := kv.Create(ctx, KeyConfig, b); err == nil {
 			return proposed, nil
 		} else if !errors.Is(err, jetstream.ErrKeyExists) {
 			return assign.Config{}, fmt.Errorf("create group config: %w", err)
@@ -126,7 +126,7 @@ func UpdateConfig(ctx context.Context, kv jetstream.KeyValue, cfg assign.Config,
 	if err != nil {
 		return 0, fmt.Errorf("encode group config: %w", err)
 	}
-	r, err := kv.Update(ctx, keyConfig, b, rev)
+	r, err := kv.Update(ctx, KeyConfig, b, rev)
 	if err != nil {
 		return 0, fmt.Errorf("update group config at revision %d (someone else may have changed it; retry): %w", rev, err)
 	}

@@ -1,4 +1,13 @@
-package agent
+// Package group is the one home of a group's data model in NATS: the keys
+// of its KV bucket and the records stored under them, their encoding, the
+// leader's lease and the writes fenced on it, publishing and reading a
+// generation, the member records, the progress subjects and their
+// messages, and reading or watching the whole group. It exists so that the
+// agent's runtime (package agent) and the readers of a group (the CLI's
+// status, group and plan commands) share one definition of what lives in
+// NATS, and so that a reader needs none of the runtime. It imports no
+// runtime: neither agent nor the HTTP server.
+package group
 
 import (
 	"regexp"
@@ -9,23 +18,22 @@ import (
 
 // Keys of the group's KV bucket (see docs/ARCHITECTURE.md).
 const (
-	keyConfig    = "config"
-	keyLease     = "lease"
-	keyGen       = "gen"
-	prefixMember = "members."
-	prefixEntry  = "assign."
+	KeyConfig     = "config"
+	KeyLease      = "lease"
+	KeyGeneration = "gen"
+	// PrefixMember + id holds a MemberRecord.
+	PrefixMember = "members."
+	// PrefixAssignment + id holds a MemberAssignment. The stored prefix
+	// predates the name and stays, so that groups keep working.
+	PrefixAssignment = "assign."
 )
 
 // BucketName is the name of group's KV bucket.
 func BucketName(group string) string { return "handoff_" + group }
 
-// progressSubject is where member publishes its learners' and standbys'
-// progress (core NATS).
-func progressSubject(group, member string) string {
-	return "handoff." + group + ".progress." + member
-}
-
-func progressWildcard(group string) string { return "handoff." + group + ".progress.>" }
+// keySubject is the subject a key of group's bucket is stored on: writes
+// that need headers (a TTL, a fence) publish to it.
+func keySubject(group, key string) string { return "$KV." + BucketName(group) + "." + key }
 
 var memberIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
@@ -33,9 +41,9 @@ var memberIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 // digits, '-' or '_' (it is a token of KV keys and NATS subjects).
 func ValidMemberID(id string) bool { return memberIDPattern.MatchString(id) }
 
-// memberRecord is a member's record in the KV bucket, kept alive by
+// MemberRecord is a member's record in the KV bucket, kept alive by
 // heartbeats under a per-key TTL of the session timeout.
-type memberRecord struct {
+type MemberRecord struct {
 	ID string `json:"id"`
 	// Incarnation changes with every process start.
 	Incarnation string    `json:"incarnation"`
@@ -52,7 +60,7 @@ type memberRecord struct {
 	Generation uint64 `json:"generation"`
 }
 
-func (r memberRecord) assignMember() assign.Member {
+func (r MemberRecord) AssignMember() assign.Member {
 	return assign.Member{
 		ID:        r.ID,
 		Capacity:  r.Capacity,
@@ -63,16 +71,17 @@ func (r memberRecord) assignMember() assign.Member {
 	}
 }
 
-// leaseRecord is the leader's lease.
-type leaseRecord struct {
+// LeaseRecord is the leader's lease.
+type LeaseRecord struct {
 	Member      string    `json:"member"`
 	Incarnation string    `json:"incarnation"`
 	Since       time.Time `json:"since"`
 }
 
-// genRecord is the generation record: the single point at which a
-// generation is published. It names the revision of every member's entry.
-type genRecord struct {
+// GenerationRecord is the generation record (key KeyGeneration): the single
+// point at which a generation is published. It names the revision of every
+// member's assignment.
+type GenerationRecord struct {
 	Generation uint64            `json:"generation"`
 	Leader     string            `json:"leader"`
 	Published  time.Time         `json:"published"`
@@ -84,9 +93,10 @@ type genRecord struct {
 	Shutdown   []string                          `json:"shutdown,omitempty"`
 }
 
-// memberEntry is one member's part of a generation. It carries no
-// generation number, so an entry that did not change is not rewritten.
-type memberEntry struct {
+// MemberAssignment is one member's part of a generation (key
+// PrefixAssignment + member). It carries no generation number, so one that
+// did not change is not rewritten.
+type MemberAssignment struct {
 	Member string `json:"member"`
 	// Tasks holds the full placement of every task this member owns.
 	Tasks    map[string]*assign.TaskAssignment `json:"tasks,omitempty"`
@@ -95,24 +105,3 @@ type memberEntry struct {
 	Leaving  bool                              `json:"leaving,omitempty"`
 	Shutdown bool                              `json:"shutdown,omitempty"`
 }
-
-// progressMsg is one learner's or standby's progress on a task.
-type progressMsg struct {
-	Member   string        `json:"member"`
-	Task     string        `json:"task"`
-	Role     string        `json:"role"`
-	Applied  uint64        `json:"applied"`
-	End      uint64        `json:"end"`
-	Lag      uint64        `json:"lag"`
-	LagBytes uint64        `json:"lagBytes"`
-	Replayed uint64        `json:"replayed"`
-	Rate     float64       `json:"rate"`
-	ETA      time.Duration `json:"eta"`
-	At       time.Time     `json:"at"`
-	// Generation is the generation the member had applied when it
-	// reported.
-	Generation uint64 `json:"generation"`
-}
-
-// pairKey names a task on a member.
-type pairKey struct{ task, member string }

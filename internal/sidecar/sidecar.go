@@ -1,0 +1,162 @@
+// Package sidecar is the one way to wire a member of a group: it opens the
+// member's local store, its agent and its worker API on a NATS connection
+// the caller owns, runs the agent and the API together, and closes them in
+// reverse order. The binary (handoff agent), the lab behind demo and bench,
+// and the agent's tests all wire their members with it.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+// Options configure a Member.
+type Options struct {
+	// DataDir holds the member's local state (in DataDir/state).
+	DataDir string
+	Agent   agent.Options
+	// Listen is the worker API's address ("127.0.0.1:0" picks a port);
+	// empty means the member serves no API.
+	Listen string
+	API    httpapi.Options
+	// OpenTimeout bounds joining the group's NATS resources; 0 means 30 s.
+	OpenTimeout time.Duration
+	// Logger gets the store's log and the member's own events.
+	Logger zerolog.Logger
+}
+
+// Member is one member's parts, opened in order: its store, its agent, and
+// its API (nil without Options.Listen), listening at Addr.
+type Member struct {
+	Store *statestore.Store
+	Agent *agent.Agent
+	API   *httpapi.Server
+	Addr  net.Addr
+
+	log    zerolog.Logger
+	served atomic.Bool // the API has been run (and so closes its listener)
+}
+
+// Open opens the store, the agent and the API listener, in that order, and
+// closes what it opened if a later step fails. Nothing runs yet.
+func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) {
+	m := &Member{log: o.Logger}
+	m.Store, err = statestore.Open(filepath.Join(o.DataDir, "state"), statestore.Options{Logger: o.Logger.With().Str("component", "pebble").Logger()})
+	if err != nil {
+		return nil, fmt.Errorf("open local state in %s: %w", o.DataDir, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = m.Store.Close()
+		}
+	}()
+	timeout := o.OpenTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	openCtx, cancel := context.WithTimeout(ctx, timeout)
+	m.Agent, err = agent.Open(openCtx, nc, m.Store, o.Agent)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if o.Listen == "" {
+		return m, nil
+	}
+	m.API = httpapi.New(m.Agent, o.API)
+	if m.Addr, err = m.API.Listen(o.Listen); err != nil {
+		m.Agent.Abandon()
+		return nil, fmt.Errorf("worker API: %w", err)
+	}
+	return m, nil
+}
+
+// Run runs the agent and the API until ctx ends or one of them stops on its
+// own. When ctx ends, it first calls beforeStop (if set) while both still
+// run (the binary hands its tasks over there), then stops the API, then the
+// agent. It returns the first error that stopped either.
+func (m *Member) Run(ctx context.Context, beforeStop func()) error {
+	runCtx, stopRun := context.WithCancel(context.Background())
+	apiCtx, stopAPI := context.WithCancel(context.Background())
+	defer stopRun()
+	defer stopAPI()
+	var g errgroup.Group
+	runErr, apiErr := make(chan error, 1), make(chan error, 1)
+	g.Go(func() error {
+		err := m.Agent.Run(runCtx)
+		runErr <- err
+		return err
+	})
+	if m.API != nil {
+		g.Go(func() error {
+			err := m.ServeAPI(apiCtx)
+			apiErr <- err
+			return err
+		})
+	}
+	select {
+	case <-ctx.Done():
+		if beforeStop != nil {
+			beforeStop()
+		}
+	case err := <-runErr:
+		if err != nil {
+			m.log.Error().Err(err).Msg("agent stopped")
+		}
+	case err := <-apiErr:
+		// The worker can no longer reach this member: stop, so that the
+		// group fails its tasks over, instead of holding them unserved.
+		m.log.Error().Err(err).Msg("worker API stopped; stopping the agent")
+	}
+	stopAPI()
+	stopRun()
+	return g.Wait()
+}
+
+// ServeAPI serves the worker API until ctx ends, for a caller that runs the
+// agent and the API on its own (the lab stops them one at a time); Run
+// does this itself.
+func (m *Member) ServeAPI(ctx context.Context) error {
+	m.served.Store(true)
+	return m.API.Run(ctx)
+}
+
+// Close closes the parts in reverse order: the API's listener if it never
+// served, the agent (which deletes the member record, so the group sees
+// the member gone at once), then the store. The NATS connection is the
+// caller's.
+func (m *Member) Close() error {
+	m.closeListener()
+	return errors.Join(m.Agent.Close(), m.Store.Close())
+}
+
+// Crash closes the member the way a crash ends it, as far as the group can
+// tell: its record is left to expire. The caller closes the NATS
+// connection first, so that nothing more is heard from the member.
+func (m *Member) Crash() error {
+	m.closeListener()
+	m.Agent.Abandon()
+	return m.Store.Close()
+}
+
+// closeListener closes the API's listener if Run never served it.
+func (m *Member) closeListener() {
+	if m.API != nil && m.served.CompareAndSwap(false, true) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = m.API.Run(ctx) // serves nothing and closes the listener
+	}
+}
