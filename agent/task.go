@@ -231,6 +231,7 @@ func (a *Agent) newReplayer(t *task, tail bool) *restore.Replayer {
 // current replays none, so the log line shows whether a task paused for a
 // restore.
 func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uint64, handoffAt time.Time) {
+	fenced := time.Now()
 	t.commitMu.Lock()
 	t.mu.Lock()
 	if ctx.Err() != nil || !t.phase.owned() || t.epoch != epoch || !t.move(evReady) {
@@ -250,9 +251,10 @@ func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uin
 		a.metrics.handoffPause.Observe(time.Since(handoffAt).Seconds())
 	}
 	a.metrics.activationReplayed.Add(float64(replayed))
-	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64(fSeq, seq).
-		Uint64("replayed", replayed).Bool("planned", planned).Msg("task active")
+	// The worker's view first: its long-poll should not wait for the log.
 	a.viewChanged()
+	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64(fSeq, seq).
+		Uint64("replayed", replayed).Bool("planned", planned).Str(fFenced, stamp(fenced)).Msg("task active")
 }
 
 // markLost records that the task's changelog has moved past this member's

@@ -45,15 +45,16 @@ func TestBenchProcesses(t *testing.T) {
 	if b == nil || b.Moves == 0 || b.Moves != r.Pauses.PlannedStateful.Count {
 		t.Fatalf("breakdown %+v for %d planned stateful moves; want one entry per move", b, r.Pauses.PlannedStateful.Count)
 	}
-	// Steps every agent logs today, and the worker's two.
-	for _, step := range []int{0, 2, 4, 6, 7} {
+	for step := range lab.HandoffSteps {
 		if got := b.Steps[step].SinceRelease.Count; got != b.Moves {
 			t.Errorf("step %q found in %d of %d moves", lab.HandoffSteps[step], got, b.Moves)
 		}
 	}
 	// Causal order: the agent hears the release before the worker hears
-	// back; the activation is fenced before the worker starts the task,
-	// which it does before its first commit there.
+	// back and before the leader sees it; the activation is fenced after
+	// the new owner saw the generation, and before the view is bumped,
+	// which the worker hears before it starts the task, which it does
+	// before its first commit there.
 	for _, h := range b.Handoffs {
 		at := func(i int) float64 {
 			if h.StepsMS[i] == nil {
@@ -61,7 +62,7 @@ func TestBenchProcesses(t *testing.T) {
 			}
 			return *h.StepsMS[i]
 		}
-		if at(0) > 0 || at(4) > at(6) || at(6) > at(7) {
+		if at(0) > 0 || at(0) > at(1) || at(3) > at(4) || at(4) > at(5) || at(5) > at(6) || at(6) > at(7) {
 			t.Errorf("%s → %s: steps out of causal order: %v", h.Task, h.To, h.StepsMS)
 		}
 	}

@@ -3,20 +3,20 @@ package lab
 import (
 	"time"
 
+	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/examples/counter/countworker"
 )
 
-// The agent log lines a hand-off's breakdown reads. Each names one step;
-// docs/bench.md lists them with the process that logs each.
+// The agent log lines a hand-off's breakdown reads, each logged once its
+// step's work is done; docs/bench.md lists them with the process that logs
+// each, and the field (AgentEvent.Stamp) that dates the step.
 const (
-	LogReleaseReceived = "release received" // the old owner: POST /tasks/{id}/release arrived
-	LogTaskReleased    = "task released"    // the old owner: the release is recorded
-	LogReleaseSeen     = "release seen"     // the leader: it saw the release in the group's bucket
-	LogPlan            = "plan"             // the leader: a move of the generation it published
-	LogGenerationSeen  = "generation seen"  // a member: it saw a new generation of the assignment
-	LogTaskActive      = "task active"      // the new owner: the epoch marker is fenced and applied
-	LogViewChanged     = "view changed"     // a member: its worker's view got a new version
-	LogAgentStarted    = "agent started"    // an agent serves its API
+	LogTaskReleased      = "task released"      // the old owner; received: the release request arrived
+	LogReleaseSeen       = "release seen"       // the leader; seen: the member record brought the release
+	LogPlan              = "plan"               // the leader: a move of the generation it has published
+	LogGenerationApplied = "generation applied" // a member; seen: the generation record arrived
+	LogTaskActive        = "task active"        // the new owner; fenced: the epoch marker is appended and applied; the line: the worker's view is bumped
+	LogAgentStarted      = "agent started"      // an agent serves its API
 )
 
 // stepMatchWindow is how far from its pause a step's line may be.
@@ -87,46 +87,26 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 		}
 		from, until := p.Start.Add(-stepMatchWindow), p.End.Add(stepMatchWindow)
 		within := func(e AgentEvent) bool { return !e.At.Before(from) && !e.At.After(until) }
-		// The old owner's last release line of the task before the worker
-		// heard back.
-		fallback := time.Time{}
-		for _, e := range agents {
-			if e.Member != p.From || e.Task != p.Task || e.Epoch != oldEpoch || !within(e) || e.At.After(p.Start) {
-				continue
-			}
-			switch e.Message {
-			case LogReleaseReceived:
-				h.Steps[0] = e.At
-			case LogTaskReleased: // where an agent logs no "release received"
-				fallback = e.At
-			}
-		}
-		if h.Steps[0].IsZero() {
-			h.Steps[0] = fallback
-		}
 		var gen uint64
 		for _, e := range agents {
-			if !within(e) || e.At.Before(h.Steps[0]) {
+			if !within(e) {
 				continue
 			}
 			switch {
-			case h.Steps[1].IsZero() && e.Message == LogReleaseSeen && e.Task == p.Task && e.Epoch == oldEpoch:
-				h.Steps[1] = e.At
-			case h.Steps[2].IsZero() && e.Message == LogPlan && e.Task == p.Task && e.To == p.To:
+			case e.Message == LogTaskReleased && e.Member == p.From && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.After(p.Start):
+				h.Steps[0] = e.Stamp // the last one before the worker heard back
+			case h.Steps[1].IsZero() && e.Message == LogReleaseSeen && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.Before(h.Steps[0]):
+				h.Steps[1] = e.Stamp
+			case h.Steps[2].IsZero() && e.Message == LogPlan && e.Task == p.Task && e.To == p.To &&
+				(e.Kind == string(assign.MovePromote) || e.Kind == string(assign.MoveAssign)) && !e.At.Before(p.Start.Add(-time.Second)):
 				h.Steps[2], gen = e.At, e.Generation
 			case h.Steps[4].IsZero() && e.Message == LogTaskActive && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
-				h.Steps[4] = e.At
+				h.Steps[4], h.Steps[5] = e.Stamp, e.At
 			}
 		}
 		for _, e := range agents {
-			if !within(e) || e.Member != p.To {
-				continue
-			}
-			switch {
-			case h.Steps[3].IsZero() && gen > 0 && e.Message == LogGenerationSeen && e.Generation >= gen:
-				h.Steps[3] = e.At
-			case h.Steps[5].IsZero() && !h.Steps[4].IsZero() && e.Message == LogViewChanged && !e.At.Before(h.Steps[4]):
-				h.Steps[5] = e.At
+			if h.Steps[3].IsZero() && gen > 0 && within(e) && e.Member == p.To && e.Message == LogGenerationApplied && e.Generation >= gen {
+				h.Steps[3] = e.Stamp
 			}
 		}
 		out = append(out, h)

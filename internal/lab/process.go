@@ -57,10 +57,14 @@ type AgentEvent struct {
 	At         time.Time `json:"at"`
 	Message    string    `json:"message"`
 	Task       string    `json:"task,omitempty"`
-	To         string    `json:"to,omitempty"` // a plan's new owner
+	To         string    `json:"to,omitempty"`   // a plan's new owner
+	Kind       string    `json:"kind,omitempty"` // a plan's kind of move
 	Epoch      uint64    `json:"epoch,omitempty"`
 	Generation uint64    `json:"generation,omitempty"`
-	Version    uint64    `json:"version,omitempty"`
+	// Stamp is when the line's step happened, where the line says
+	// (received, seen, fenced): the agent logs a step once its work is
+	// done. Else it is At.
+	Stamp time.Time `json:"stamp"`
 }
 
 // agentLine holds the fields of an agent's log line the lab reads.
@@ -69,9 +73,12 @@ type agentLine struct {
 	Message    string    `json:"message"`
 	Task       string    `json:"task"`
 	To         string    `json:"to"`
+	Kind       string    `json:"kind"`
 	Epoch      uint64    `json:"epoch"`
 	Generation uint64    `json:"generation"`
-	Version    uint64    `json:"version"`
+	Received   time.Time `json:"received"`
+	Seen       time.Time `json:"seen"`
+	Fenced     time.Time `json:"fenced"`
 	Replayed   uint64    `json:"replayed"`
 	API        string    `json:"api"`
 }
@@ -115,8 +122,14 @@ func (m *Member) procsOf() (*memberProcs, error) {
 		case LogTaskActive:
 			p.replayed += float64(a.Replayed)
 		}
-		p.agentEvents = append(p.agentEvents, AgentEvent{Member: m.ID, At: a.Time, Message: a.Message, Task: a.Task, To: a.To,
-			Epoch: a.Epoch, Generation: a.Generation, Version: a.Version})
+		ev := AgentEvent{Member: m.ID, At: a.Time, Message: a.Message, Task: a.Task, To: a.To, Kind: a.Kind,
+			Epoch: a.Epoch, Generation: a.Generation, Stamp: a.Time}
+		for _, s := range []time.Time{a.Received, a.Seen, a.Fenced} {
+			if !s.IsZero() {
+				ev.Stamp = s
+			}
+		}
+		p.agentEvents = append(p.agentEvents, ev)
 		return nil
 	}}
 	m.procs = p
