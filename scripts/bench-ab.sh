@@ -56,7 +56,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for side in A B; do
     dir="$out/$round-$side"
     if "$work/$side/handoff" bench --processes --bin "$work/$side" --out "$dir" "${args[@]}" >/dev/null 2>"$dir.log"; then
-      echo "round $round $side: $(summary "$dir/results.json")" | tee -a "$out/ab.txt"
+      summary "$dir/results.json" | sed "s/^/round $round $side: /" | tee -a "$out/ab.txt"
     else
       echo "round $round $side: failed (see $dir.log)" | tee -a "$out/ab.txt"
     fi
