@@ -110,6 +110,7 @@ type Lab struct {
 	kv   jetstream.KeyValue // the group's bucket, once a member created it
 
 	dumped atomic.Bool // a slow agent's stacks were written
+	readMu sync.Mutex  // one reader of the processes' logs at a time
 
 	mu      sync.Mutex
 	members map[string]*Member

@@ -46,8 +46,9 @@ type memberProcs struct {
 	log           proc.LineReader // the agent's JSON log
 
 	mu          sync.Mutex
-	api         string  // from the last "agent started" line; "" before it
-	replayed    float64 // "task active" lines' replayed, summed
+	unread      []countworker.Event // worker events read, not yet given to the recorder
+	api         string              // from the last "agent started" line; "" before it
+	replayed    float64             // "task active" lines' replayed, summed
 	agentEvents []AgentEvent
 }
 
@@ -105,8 +106,10 @@ func (m *Member) procsOf() (*memberProcs, error) {
 		if err := json.Unmarshal(line, &e); err != nil {
 			return err
 		}
-		l.rec.workerEvent(m.ID, countworker.Event{Time: e.Time, Kind: e.Type, Task: e.Task, Epoch: e.Epoch, Seq: e.Seq,
+		p.mu.Lock()
+		p.unread = append(p.unread, countworker.Event{Time: e.Time, Kind: e.Type, Task: e.Task, Epoch: e.Epoch, Seq: e.Seq,
 			Checkpoint: e.Checkpoint, Records: e.Records, Code: e.Code})
+		p.mu.Unlock()
 		return nil
 	}}
 	p.log = proc.LineReader{Path: p.agent.LogPath, Parse: func(line []byte) error {
@@ -370,16 +373,45 @@ func (r *Recorder) groupLeader() string {
 }
 
 // readProcessLogs takes in what the members' processes logged since the
-// last call: the workers' events into the recorder, the agents' lines.
+// last call: the agents' lines, and the workers' events, which it gives the
+// recorder in time order across the workers (a task's start on its new
+// owner must not come before its earlier start on the old one). The files
+// are read one after the other: an event dated after the first read may
+// still be missing from a file read before it came, so such events wait
+// for the next call.
 func (l *Lab) readProcessLogs() {
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	cutoff := time.Now()
+	type memberEvent struct {
+		member string
+		e      countworker.Event
+	}
+	var events []memberEvent
 	for _, m := range l.Members() {
 		m.mu.RLock()
 		p := m.procs
 		m.mu.RUnlock()
-		if p != nil {
-			_ = p.events.Refresh()
-			_ = p.log.Refresh()
+		if p == nil {
+			continue
 		}
+		_ = p.events.Refresh()
+		_ = p.log.Refresh()
+		p.mu.Lock()
+		later := p.unread[:0]
+		for _, e := range p.unread {
+			if e.Time.Before(cutoff) {
+				events = append(events, memberEvent{m.ID, e})
+			} else {
+				later = append(later, e)
+			}
+		}
+		p.unread = later
+		p.mu.Unlock()
+	}
+	slices.SortStableFunc(events, func(a, b memberEvent) int { return a.e.Time.Compare(b.e.Time) })
+	for _, me := range events {
+		l.rec.workerEvent(me.member, me.e)
 	}
 }
 
