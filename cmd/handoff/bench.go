@@ -134,7 +134,7 @@ func benchFlags(s *benchSettings, out io.Writer) *flag.FlagSet {
 		s.AgentEnv = append(s.AgentEnv, v)
 		return nil
 	})
-	fs.StringVar(&s.AgentLevel, "agent-log-level", "info", "the agents' log `level` (debug shows every HTTP request and activation's timings; it slows the agents)")
+	fs.StringVar(&s.AgentLevel, "agent-log-level", "info", "the agents' log `level` (debug adds a line per HTTP request; it slows the agents)")
 	fs.BoolVar(&s.Keep, "keep", false, "keep each run's data directory")
 	fs.BoolVar(&s.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.StringVar(&s.Out, "out", "", "write results.json, table.txt and timeline-<mode>.svg into `DIR`")

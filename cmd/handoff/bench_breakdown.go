@@ -14,6 +14,9 @@ import (
 type breakdownJSON struct {
 	Moves int        `json:"moves"`
 	Steps []stepJSON `json:"steps"`
+	// Activation splits the activation into its steps (lab.ActivationSteps),
+	// each one's duration.
+	Activation []stepJSON `json:"activation,omitempty"`
 	// Handoffs are the moves one by one: each step in ms after the old
 	// owner's worker heard its release acknowledged (null: not logged).
 	Handoffs []handoffJSON `json:"handoffs"`
@@ -41,11 +44,17 @@ func benchBreakdown(hs []lab.Handoff) *breakdownJSON {
 	b := &breakdownJSON{}
 	since := make([][]time.Duration, len(lab.HandoffSteps))
 	took := make([][]time.Duration, len(lab.HandoffSteps))
+	act := make([][]time.Duration, len(lab.ActivationSteps))
 	for _, h := range hs {
 		if !h.Stateful {
 			continue
 		}
 		b.Moves++
+		for i, d := range h.Activation {
+			if i < len(act) {
+				act[i] = append(act[i], d)
+			}
+		}
 		hj := handoffJSON{Task: h.Task, From: h.From, To: h.To, Epoch: h.Epoch, StepsMS: make([]*float64, len(h.Steps))}
 		prev := time.Time{}
 		for i := range h.Steps {
@@ -68,6 +77,11 @@ func benchBreakdown(hs []lab.Handoff) *breakdownJSON {
 	}
 	for i, name := range lab.HandoffSteps {
 		b.Steps = append(b.Steps, stepJSON{Step: name, SinceRelease: pauseStatsOf(since[i]), Took: pauseStatsOf(took[i])})
+	}
+	if len(act[0]) > 0 {
+		for i, name := range lab.ActivationSteps {
+			b.Activation = append(b.Activation, stepJSON{Step: name, Took: pauseStatsOf(act[i])})
+		}
 	}
 	return b
 }
@@ -93,6 +107,11 @@ func writeBreakdowns(w io.Writer, r benchResults) error {
 				took = fmt.Sprintf("%.2f / %.2f", st.Took.P50, st.Took.P99)
 			}
 			fmt.Fprintf(tw, "%s\t%.2f / %.2f\t%s\t%d\t\n", st.Step, st.SinceRelease.P50, st.SinceRelease.P99, took, st.SinceRelease.Count)
+			if st.Step == lab.HandoffSteps[4] {
+				for _, a := range b.Activation {
+					fmt.Fprintf(tw, "  of which: %s\t\t%.2f / %.2f\t%d\t\n", a.Step, a.Took.P50, a.Took.P99, a.Took.Count)
+				}
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err

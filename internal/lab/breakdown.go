@@ -34,6 +34,17 @@ var HandoffSteps = []string{
 	"first commit accepted",
 }
 
+// ActivationSteps split the new owner's activation ("new owner sees it" to
+// "activation fenced" holds them, and the assignment's application before
+// them), as its "task active" line tells.
+var ActivationSteps = []string{
+	"wait for the tailer to apply the last commit",
+	"stop the tailer",
+	"catch up (the copy was behind)",
+	"append the epoch marker",
+	"apply the epoch marker",
+}
+
 // Handoff is one planned move as the processes' logs show it: when each of
 // HandoffSteps happened (zero where no line shows it), next to the old
 // owner's worker's release (the start of the pause).
@@ -45,6 +56,9 @@ type Handoff struct {
 	Epoch    uint64      `json:"epoch"` // the new owner's
 	Release  time.Time   `json:"release"`
 	Steps    []time.Time `json:"steps"`
+	// Activation is how long each of ActivationSteps took; nil where
+	// the line does not say.
+	Activation []time.Duration `json:"activation,omitempty"`
 }
 
 // Since returns how long after the worker's release step i happened, and
@@ -101,7 +115,7 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 				(e.Kind == string(assign.MovePromote) || e.Kind == string(assign.MoveAssign)) && !e.At.Before(p.Start.Add(-time.Second)):
 				h.Steps[2], gen = e.At, e.Generation
 			case h.Steps[4].IsZero() && e.Message == LogTaskActive && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
-				h.Steps[4], h.Steps[5] = e.Stamp, e.At
+				h.Steps[4], h.Steps[5], h.Activation = e.Stamp, e.At, e.Activation
 			}
 		}
 		for _, e := range agents {

@@ -66,6 +66,9 @@ type AgentEvent struct {
 	// (received, seen, fenced): the agent logs a step once its work is
 	// done. Else it is At.
 	Stamp time.Time `json:"stamp"`
+	// Activation splits a "task active" line's activation into its
+	// steps, in the order of ActivationSteps.
+	Activation []time.Duration `json:"activation,omitempty"`
 }
 
 // agentLine holds the fields of an agent's log line the lab reads.
@@ -82,6 +85,12 @@ type agentLine struct {
 	Fenced     time.Time `json:"fenced"`
 	Replayed   uint64    `json:"replayed"`
 	API        string    `json:"api"`
+	// A "task active" line's activation steps, in ms.
+	WaitTailer float64 `json:"waitTailer"`
+	StopTailer float64 `json:"stopTailer"`
+	CatchUp    float64 `json:"catchUp"`
+	Append     float64 `json:"append"`
+	Apply      float64 `json:"apply"`
 }
 
 // procsOf returns m's processes, preparing them on first use.
@@ -127,6 +136,11 @@ func (m *Member) procsOf() (*memberProcs, error) {
 		}
 		ev := AgentEvent{Member: m.ID, At: a.Time, Message: a.Message, Task: a.Task, To: a.To, Kind: a.Kind,
 			Epoch: a.Epoch, Generation: a.Generation, Stamp: a.Time}
+		if a.Message == LogTaskActive {
+			for _, ms := range []float64{a.WaitTailer, a.StopTailer, a.CatchUp, a.Append, a.Apply} {
+				ev.Activation = append(ev.Activation, time.Duration(ms*float64(time.Millisecond)))
+			}
+		}
 		for _, s := range []time.Time{a.Received, a.Seen, a.Fenced} {
 			if !s.IsZero() {
 				ev.Stamp = s
