@@ -85,12 +85,13 @@ type agentLine struct {
 	Fenced     time.Time `json:"fenced"`
 	Replayed   uint64    `json:"replayed"`
 	API        string    `json:"api"`
-	// A "task active" line's activation steps, in ms.
-	WaitTailer float64 `json:"waitTailer"`
-	StopTailer float64 `json:"stopTailer"`
-	CatchUp    float64 `json:"catchUp"`
-	Append     float64 `json:"append"`
-	Apply      float64 `json:"apply"`
+	// A "task active" line's activation steps, in ms; nil where an agent
+	// does not log them.
+	WaitTailer *float64 `json:"waitTailer"`
+	StopTailer *float64 `json:"stopTailer"`
+	CatchUp    *float64 `json:"catchUp"`
+	Append     *float64 `json:"append"`
+	Apply      *float64 `json:"apply"`
 }
 
 // procsOf returns m's processes, preparing them on first use.
@@ -136,9 +137,13 @@ func (m *Member) procsOf() (*memberProcs, error) {
 		}
 		ev := AgentEvent{Member: m.ID, At: a.Time, Message: a.Message, Task: a.Task, To: a.To, Kind: a.Kind,
 			Epoch: a.Epoch, Generation: a.Generation, Stamp: a.Time}
-		if a.Message == LogTaskActive {
-			for _, ms := range []float64{a.WaitTailer, a.StopTailer, a.CatchUp, a.Append, a.Apply} {
-				ev.Activation = append(ev.Activation, time.Duration(ms*float64(time.Millisecond)))
+		if a.Message == LogTaskActive && a.WaitTailer != nil {
+			for _, ms := range []*float64{a.WaitTailer, a.StopTailer, a.CatchUp, a.Append, a.Apply} {
+				var d time.Duration
+				if ms != nil {
+					d = time.Duration(*ms * float64(time.Millisecond))
+				}
+				ev.Activation = append(ev.Activation, d)
 			}
 		}
 		for _, s := range []time.Time{a.Received, a.Seen, a.Fenced} {
