@@ -68,6 +68,10 @@ type Options struct {
 	// Snapshots configure the snapshots this member takes of the tasks it
 	// owns (snapshot.go); the zero value takes them with the defaults.
 	Snapshots SnapshotOptions
+	// AcceptStateLoss names tasks this member activates empty even when
+	// the group's records show a history that is nowhere to be found
+	// (restore.ErrLost): the operator accepts that their state is lost.
+	AcceptStateLoss []string
 }
 
 // Agent is one member's sidecar. Open it, Run it, Close it. It holds what
@@ -218,6 +222,10 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	}
 	rewatch := make(chan struct{})
 	a.rewatch.Store(&rewatch)
+	if info, ok := store.Rebuilt(); ok {
+		a.metrics.storeRebuilds.Inc()
+		a.log.Warn().Str("movedTo", info.MovedTo).Msg("the local store was rebuilt empty: every task this member gets is restored from its snapshot and the changelog")
+	}
 	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
 		replayNC.Close()

@@ -78,6 +78,10 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	case req.Epoch != 0 && req.Epoch != st.epoch:
 		return httpapi.CommitResult{}, fmt.Errorf("%w: commit for epoch %d, but task %s is at epoch %d here; restart the task from /assignment", httpapi.ErrNotOwner, req.Epoch, id, st.epoch)
 	}
+	if err := a.store.Writable(); err != nil {
+		// Refused before the append: nothing is in the changelog.
+		return httpapi.CommitResult{}, fmt.Errorf("%w: the local store of member %s takes no writes (%v); nothing was written: retry once /readyz answers ready", httpapi.ErrUnavailable, a.opts.MemberID, err)
+	}
 	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
 	if len(req.Puts) > 0 {
 		e.Puts = make([]statestore.KV, len(req.Puts))

@@ -34,6 +34,9 @@ type cluster struct {
 	js      jetstream.JetStream
 	// registry, if set, gives members their metrics registries.
 	registry map[string]*prometheus.Registry
+	// storeOptions and agentOptions, if set, adjust a member's options.
+	storeOptions func(id string) statestore.Options
+	agentOptions func(id string, o *agent.Options)
 }
 
 // member is one running agent with its own NATS connection and store.
@@ -104,13 +107,17 @@ func (c *cluster) run(m *member, snaps agent.SnapshotOptions) *member {
 	if r := c.registry[m.id]; r != nil {
 		reg = r
 	}
-	m.sc, err = sidecar.Open(ctx, m.nc, sidecar.Options{
-		DataDir: m.dir,
-		Agent: agent.Options{
-			Group: c.group, MemberID: m.id, Config: c.cfg, Logger: c.logger(m.id), Registerer: reg, Snapshots: snaps,
-		},
-		Logger: c.logger(m.id),
-	})
+	aopts := agent.Options{
+		Group: c.group, MemberID: m.id, Config: c.cfg, Logger: c.logger(m.id), Registerer: reg, Snapshots: snaps,
+	}
+	if c.agentOptions != nil {
+		c.agentOptions(m.id, &aopts)
+	}
+	var sopts statestore.Options
+	if c.storeOptions != nil {
+		sopts = c.storeOptions(m.id)
+	}
+	m.sc, err = sidecar.Open(ctx, m.nc, sidecar.Options{DataDir: m.dir, Store: sopts, Agent: aopts, Logger: c.logger(m.id)})
 	if err != nil {
 		c.t.Fatalf("open member %s: %v", m.id, err)
 	}

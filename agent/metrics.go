@@ -23,6 +23,11 @@ type metrics struct {
 	// promotionDelay is, on the leader, the time from hearing that a
 	// learner caught up to publishing the revoke that promotes it.
 	promotionDelay prometheus.Histogram
+	// storeRebuilds counts starts that found the local store corrupt and
+	// replaced it with an empty one; restoreRefused counts activations
+	// refused because a task's state is nowhere to be found.
+	storeRebuilds  prometheus.Counter
+	restoreRefused prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -79,10 +84,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "On the leader: time from a learner's caught-up report to the revoke that promotes it (eager mode's reaction time; stable mode waits for its round).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
+		storeRebuilds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_store_rebuilds_total",
+			Help: "Starts that found the local store corrupt, moved it aside and started it empty, to be rebuilt from snapshots and the changelog.",
+		}),
+		restoreRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_restore_refused_total",
+			Help: "Activations refused because the group's records show the task has history but no local copy, snapshot or changelog message of it is left (the changelog was purged).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
-			m.commitSeconds, m.fenced, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay)
+			m.commitSeconds, m.fenced, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay,
+			m.storeRebuilds, m.restoreRefused)
 	}
 	return m
 }

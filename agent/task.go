@@ -103,12 +103,14 @@ const replayPullBytes = 4 << 20
 // tail keeps a learner's or standby's copy current until ctx ends.
 func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 	for ctx.Err() == nil {
-		r := a.newReplayer(t, true)
+		r := a.newReplayer(t, true, restore.History{})
 		err := r.Run(ctx)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
-		a.log.Error().Err(err).Str(fTask, t.id).Msg("tailing restore failed; retrying")
+		if !errors.Is(err, statestore.ErrFull) { // the store logs its full disk
+			a.log.Error().Err(err).Str(fTask, t.id).Msg("tailing restore failed; retrying")
+		}
 		if !group.Sleep(ctx, time.Second) {
 			return
 		}
@@ -140,21 +142,37 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		return
 	}
 	var replayed uint64 // messages this activation had to replay itself
+	hist, lost := a.taskHistory(t.id, epoch, handoffSeq), false
 	for attempt := 0; ctx.Err() == nil; attempt++ {
+		if err := a.store.Writable(); errors.Is(err, statestore.ErrFull) {
+			// The store logs its full disk; append no marker it cannot apply.
+			group.Sleep(ctx, time.Second)
+			continue
+		}
 		meta, _, err := a.store.Meta(t.id)
 		if err != nil {
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("read task meta; retrying")
 			group.Sleep(ctx, time.Second)
 			continue
 		}
-		if handoffSeq > meta.Applied || attempt > 0 {
+		if handoffSeq > meta.Applied || attempt > 0 || (meta.Applied == 0 && hist.Known()) {
 			t0 := time.Now()
-			n, err := a.catchUpCount(ctx, t)
+			n, err := a.catchUpCount(ctx, t, hist)
 			took.catchUp += time.Since(t0)
 			replayed += n
+			if errors.Is(err, restore.ErrLost) {
+				if !lost {
+					a.stateLost(t, epoch, err)
+					lost = true
+				}
+				group.Sleep(ctx, lostRetry)
+				continue
+			}
 			if err != nil {
 				if ctx.Err() == nil {
-					a.log.Error().Err(err).Str(fTask, t.id).Msg("catch up before activation failed; retrying")
+					if !errors.Is(err, statestore.ErrFull) { // the store logs its full disk
+						a.log.Error().Err(err).Str(fTask, t.id).Msg("catch up before activation failed; retrying")
+					}
 					group.Sleep(ctx, time.Second)
 				}
 				continue
@@ -201,21 +219,22 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 
 // catchUp replays the task's changelog to its end.
 func (a *Agent) catchUp(ctx context.Context, t *task) error {
-	_, err := a.catchUpCount(ctx, t)
+	_, err := a.catchUpCount(ctx, t, restore.History{})
 	return err
 }
 
-// catchUpCount is catchUp that also says how many messages it applied.
-func (a *Agent) catchUpCount(ctx context.Context, t *task) (uint64, error) {
-	r := a.newReplayer(t, false)
+// catchUpCount is catchUp that also says how many messages it applied,
+// refusing (restore.ErrLost) a task with history hist whose state is gone.
+func (a *Agent) catchUpCount(ctx context.Context, t *task, hist restore.History) (uint64, error) {
+	r := a.newReplayer(t, false, hist)
 	err := r.Run(ctx)
 	return r.Progress().Replayed, err
 }
 
 // newReplayer returns a replay of t's changelog on the replay connection,
 // tailing or to the end, that reports its progress, and makes it t's
-// current one.
-func (a *Agent) newReplayer(t *task, tail bool) *restore.Replayer {
+// current one. hist is what the group's records say of the task's past.
+func (a *Agent) newReplayer(t *task, tail bool, hist restore.History) *restore.Replayer {
 	r := restore.New(a.replayLog, a.store, restore.Options{
 		Task:         t.id,
 		Tail:         tail,
@@ -223,6 +242,7 @@ func (a *Agent) newReplayer(t *task, tail bool) *restore.Replayer {
 		OnProgress:   func(p restore.Progress) { a.onProgress(t, p) },
 		Logger:       a.log,
 		Snapshots:    a.replaySnaps,
+		History:      hist,
 	})
 	t.replayer.Store(r)
 	return r

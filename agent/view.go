@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -162,6 +163,9 @@ func (a *Agent) WaitDone(ctx context.Context) error {
 
 // Ready implements httpapi.Backend.
 func (a *Agent) Ready() error {
+	if err := a.store.Writable(); err != nil {
+		return fmt.Errorf("local store: %w", err)
+	}
 	if !a.nc.IsConnected() {
 		return errors.New("not connected to NATS")
 	}

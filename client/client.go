@@ -77,12 +77,19 @@ var codeSentinels = map[string]error{
 	httpapi.CodeUnavailable: httpapi.ErrUnavailable,
 }
 
+// DefaultCallTimeout bounds each call (a long-poll: its wait plus this)
+// unless the caller's context ends sooner. A paused agent accepts
+// connections and never answers: without a bound, a worker would hang
+// with it.
+const DefaultCallTimeout = 10 * time.Second
+
 // Client calls one agent's API. It is safe for concurrent use and reuses
 // connections; one Client per agent is enough.
 type Client struct {
-	base  string // without a trailing slash
-	token string
-	hc    *http.Client
+	base    string // without a trailing slash
+	token   string
+	hc      *http.Client
+	timeout time.Duration
 }
 
 // Option configures a Client.
@@ -91,6 +98,9 @@ type Option func(*Client)
 // WithToken sends "Authorization: Bearer token" (the agent's --token).
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
+// WithCallTimeout replaces DefaultCallTimeout.
+func WithCallTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
 // WithHTTPClient replaces the HTTP client. It must not have a Timeout
 // shorter than the long-polls it will carry; bound calls with contexts.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
@@ -98,7 +108,7 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 // New returns a client of the agent at baseURL, such as
 // "http://127.0.0.1:7070".
 func New(baseURL string, opts ...Option) *Client {
-	c := &Client{base: strings.TrimRight(baseURL, "/")}
+	c := &Client{base: strings.TrimRight(baseURL, "/"), timeout: DefaultCallTimeout}
 	for _, o := range opts {
 		o(c)
 	}
@@ -124,15 +134,18 @@ func newTransport() *http.Transport {
 
 // Assignment returns the member's view. With wait > 0 it long-polls: it
 // answers as soon as the view's Version exceeds after, or with the current
-// view once wait (capped by the agent) has passed.
+// view once wait (capped by the agent) has passed. The call gives up wait
+// plus the call timeout after it began.
 func (c *Client) Assignment(ctx context.Context, after uint64, wait time.Duration) (httpapi.View, error) {
 	q := url.Values{}
 	if wait > 0 {
 		q.Set("wait", wait.String())
 		q.Set("after", strconv.FormatUint(after, 10))
 	}
+	ctx, cancel := context.WithTimeout(ctx, wait+c.timeout)
+	defer cancel()
 	var v httpapi.View
-	err := c.do(ctx, http.MethodGet, "/assignment", q, nil, &v)
+	err := c.send(ctx, http.MethodGet, "/assignment", q, nil, &v)
 	return v, err
 }
 
@@ -235,9 +248,17 @@ func taskPath(task, what string) string {
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
-// do sends one request and decodes a 2xx answer into out: JSON, or the raw
-// body when out is *[]byte. Other answers become *Error.
+// do sends one request, bounded by the call timeout, and decodes a 2xx
+// answer into out: JSON, or the raw body when out is *[]byte. Other
+// answers become *Error.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.send(ctx, method, path, q, body, out)
+}
+
+// send is do without a bound of its own.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()

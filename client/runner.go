@@ -315,7 +315,9 @@ func (r *runner) poll(ctx context.Context, views chan<- httpapi.View) {
 		if err != nil {
 			current = false
 			failures++
-			d := min(50*time.Millisecond<<min(failures, 10), 5*time.Second)
+			// At most 1 s: once the agent answers again, the worker is
+			// attached again within a second (docs/api.md).
+			d := min(50*time.Millisecond<<min(failures, 10), time.Second)
 			r.log.Warn().Err(err).Dur(fieldBackoff, d).Msg("read the assignment; retrying")
 			select {
 			case <-ctx.Done():

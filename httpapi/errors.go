@@ -20,6 +20,11 @@ const (
 	CodeUnavailable      = "unavailable"        // 503: not ready or shutting down; retry
 	CodeMethodNotAllowed = "method_not_allowed" // 405
 	CodeInternal         = "internal"           // 500: a bug or an unexpected failure; see the agent's log
+
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a JSON route got a body not sent as application/json
+	CodeHostNotAllowed       = "host_not_allowed"       // 403: the Host header names another server (DNS rebinding)
+	CodeCrossOrigin          = "cross_origin"           // 403: a browser sent a POST from another origin
+	CodeTimeout              = "timeout"                // 408: the request body arrived too slowly
 )
 
 // ErrorBody is the JSON body of every error response.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -28,6 +29,8 @@ func b64url(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 func serveRaw(h http.Handler, method, path, rawQuery string, body []byte) response {
 	req := httptest.NewRequest(method, "/", bytes.NewReader(body))
 	req.URL.Path, req.URL.RawPath, req.URL.RawQuery = path, "", rawQuery
+	req.Host = "localhost:7070"
+	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
@@ -54,6 +57,10 @@ func FuzzCommitBody(f *testing.F) {
 		`{"puts":[{"key":"YWFhYWFhYWFhYWFhYWFhYWE=","value":""}]}`,
 		`{"epoch":-1}`, `{"epoch":1e3}`, `{"epoch":18446744073709551616}`, `{"checkpoint":"!!"}`,
 		`{"PUTS":[]}`, "{\"puts\":[{\"key\":\"\xff\"}]}", `{"puts":[{"key":"YQ==","value":"AQ==","extra":1}]}`,
+		`{"Epoch":3}`, `{"epoch":99,"epoch":3}`, `{"epoch":3,"Epoch":99}`, `{"puts":[],"puts":[{"key":"YQ==","value":""}]}`,
+		`{"puts":[{"key":"YQ==","KEY":"Yg==","value":""}]}`, `{"checkpoint":"AAAA\nAAAA"}`, `{"checkpoint":"AAAA\r\nAAAA"}`,
+		`{"deletes":["YR=="]}`, `{"deletes":["YQ"]}`, `{"deletes":["-_8="]}`, `{"checkpoint":null,"epoch":null}`,
+		`{"puts":{"key":"YQ=="}}`, `{"epoch":{"epoch":1,"epoch":2}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -79,6 +86,9 @@ func FuzzCommitBody(f *testing.F) {
 		if err := json.Unmarshal(body, &want); err != nil {
 			t.Fatalf("accepted body %q that encoding/json refuses: %v", body, err)
 		}
+		if why := loose(body); why != "" {
+			t.Fatalf("accepted body %q, which is ambiguous: %s", body, why)
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Backend.Commit got %+v, body says %+v", got, want)
 		}
@@ -99,6 +109,63 @@ func FuzzCommitBody(f *testing.F) {
 	})
 }
 
+// commitNames are the JSON names of the commit body and its puts.
+var commitNames = map[string]bool{"puts": true, "deletes": true, "checkpoint": true, "epoch": true, "key": true, "value": true}
+
+// loose says what in a commit body encoding/json would read in a way the
+// worker may not have meant: a key that is not one of commitNames exactly, a
+// key repeated in an object (in any case), or a string with a line break
+// (every string of a commit is base64). It is "" for a body that has none.
+func loose(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		expect bool // the next token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.expect {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			k := tok.(string)
+			if !commitNames[k] {
+				return fmt.Sprintf("key %q", k)
+			}
+			if top.keys[strings.ToLower(k)] {
+				return fmt.Sprintf("key %q twice", k)
+			}
+			top.keys[strings.ToLower(k)] = true
+			top.expect = false
+			continue
+		}
+		if top != nil && top.object {
+			top.expect = true
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}, expect: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if str, ok := tok.(string); ok && strings.ContainsAny(str, "\r\n") {
+			return "a line break in a base64 string"
+		}
+	}
+}
+
 func FuzzStatePath(f *testing.F) {
 	for _, s := range [][2]string{
 		{"t1", "a"}, {"t1", "%00%FF"}, {"t1", "x/y"}, {"t1", "x%2Fy"}, {"t1", ""}, {"t1", "%zz"}, {"t1", "a?b=c"},
@@ -110,7 +177,7 @@ func FuzzStatePath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, key string) {
 		fb := seeded()
 		h := New(fb, fuzzOpts).Handler()
-		req, err := http.NewRequest("GET", "http://agent/tasks/"+id+"/state/"+key, nil)
+		req, err := http.NewRequest("GET", "http://localhost/tasks/"+id+"/state/"+key, nil)
 		if err != nil {
 			return // not a URL a client could send
 		}

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -321,15 +318,8 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			s.writeError(w, r, http.StatusRequestEntityTooLarge, CodeTooLarge,
-				fmt.Sprintf("the commit body is over %d bytes; split it into smaller commits", s.opts.MaxBodyBytes))
-			return
-		}
-		s.writeError(w, r, http.StatusBadRequest, CodeInvalid, fmt.Sprintf("read the commit body: %v", err))
+	body, ok := s.readBody(w, r, "commit body")
+	if !ok {
 		return
 	}
 	req, status, msg := s.decodeCommit(body)
@@ -357,13 +347,8 @@ func (s *Server) decodeCommit(body []byte) (req CommitRequest, status int, msg s
 		return req, http.StatusBadRequest,
 			`the commit body must be a JSON object: {"puts":[{"key":"<base64>","value":"<base64>"}],"deletes":["<base64>"],"checkpoint":"<base64>","epoch":N}`
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, http.StatusBadRequest, fmt.Sprintf("the commit body is not a valid commit: %v (keys, values and the checkpoint are base64)", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return req, http.StatusBadRequest, "the commit body has data after its JSON object; send exactly one object"
+	if err := decodeStrict(body, &req); err != nil {
+		return CommitRequest{}, http.StatusBadRequest, fmt.Sprintf("the commit body is not a valid commit: %v (keys, values and the checkpoint are base64)", err)
 	}
 	seen := make(map[string]struct{}, len(req.Puts)+len(req.Deletes))
 	checkKey := func(what string, i int, k []byte) (int, string) {

@@ -26,6 +26,17 @@ const (
 	DefaultScanLimit       = 1000  // items a scan returns when ?limit= is absent
 	DefaultMaxScanLimit    = 10000 // a larger ?limit= is cut to this
 	DefaultShutdownTimeout = 5 * time.Second
+	// DefaultReadHeaderTimeout bounds how long a client may take to send
+	// a request's line and headers.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultBodyReadTimeout bounds how long a client may take to send a
+	// request's body, once its headers are in. A long-poll has no body.
+	DefaultBodyReadTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a kept-alive connection idle this long.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxConns is how many connections the API serves at once;
+	// more wait until one closes.
+	DefaultMaxConns = 512
 )
 
 // Log field names.
@@ -56,6 +67,23 @@ type Options struct {
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// once its context ends; requests still running then are cut off.
 	ShutdownTimeout time.Duration
+	// AllowedHosts are the host names, besides localhost, IP addresses
+	// and the host of the listen address, that a request's Host header may
+	// name; any other is refused (403 host_not_allowed), which keeps a web
+	// page from reaching the API through DNS rebinding. A port on a name
+	// is ignored; "*" allows any name.
+	AllowedHosts []string
+	// ReadHeaderTimeout and BodyReadTimeout bound how long a client may
+	// take to send a request's headers, and then its body; a slow request
+	// is answered 408 timeout (or, for headers, its connection closed).
+	// They do not bound a long-poll, which has no body.
+	ReadHeaderTimeout time.Duration
+	BodyReadTimeout   time.Duration
+	// IdleTimeout closes kept-alive connections idle this long.
+	IdleTimeout time.Duration
+	// MaxConns bounds the connections served at once; further ones wait
+	// (in the kernel's accept queue) until one closes.
+	MaxConns int
 	// Metrics, if non-nil, is served at /metrics (promhttp's handler).
 	Metrics http.Handler
 	// Logger receives one debug line per request and the errors behind
@@ -82,6 +110,18 @@ func (o *Options) setDefaults() {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
 }
 
 // Server serves the worker-facing API over a Backend. Handler may be used
@@ -94,6 +134,13 @@ type Server struct {
 	mux  *chi.Mux
 
 	tokenSum [sha256.Size]byte
+
+	// hosts are the allowed Host names beyond localhost and IP addresses,
+	// lower case; anyHost allows every name. Listen adds its host.
+	hostsMu sync.RWMutex
+	hosts   map[string]bool
+	anyHost bool
+	cross   *http.CrossOriginProtection
 
 	// closing ends when Run starts shutting down; it cuts long-polls short
 	// so that graceful shutdown need not wait for them.
@@ -110,9 +157,17 @@ type Server struct {
 // New returns a Server for b. It does not listen yet.
 func New(b Backend, o Options) *Server {
 	o.setDefaults()
-	s := &Server{b: b, opts: o, log: o.Logger, shutdownSent: make(chan struct{})}
+	s := &Server{b: b, opts: o, log: o.Logger, shutdownSent: make(chan struct{}),
+		hosts: map[string]bool{}, cross: http.NewCrossOriginProtection()}
 	if o.Token != "" {
 		s.tokenSum = sha256.Sum256([]byte(o.Token))
+	}
+	for _, h := range o.AllowedHosts {
+		if h = strings.TrimSpace(h); h == "*" {
+			s.anyHost = true
+		} else if h != "" {
+			s.hosts[hostName(h)] = true
+		}
 	}
 	s.closing, s.close = context.WithCancel(context.Background())
 	s.mux = s.routes()
@@ -140,7 +195,12 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	s.ln = ln
+	if host := hostName(addr); host != "" {
+		s.hostsMu.Lock()
+		s.hosts[host] = true
+		s.hostsMu.Unlock()
+	}
+	s.ln = limitListener(ln, s.opts.MaxConns)
 	return ln.Addr(), nil
 }
 
@@ -158,9 +218,12 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	srv := &http.Server{
 		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// No WriteTimeout: long-polls legitimately last up to MaxLongPoll.
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		// No ReadTimeout: it would count the headers' time against the
+		// body's; bodyDeadline gives a body its own budget once the
+		// headers are in. No WriteTimeout: long-polls legitimately last
+		// up to MaxLongPoll.
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -183,11 +246,13 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// routes builds the router. Every route but /healthz and /readyz is behind
-// the token check.
+// routes builds the router. Every request has its Host checked and its body
+// read under a deadline, every POST is refused when a browser sends it from
+// another origin, and every route but /healthz and /readyz is behind the
+// token check.
 func (s *Server) routes() *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(s.logRequests, s.recoverPanics)
+	r.Use(s.bodyDeadline, s.logRequests, s.recoverPanics, s.checkHost, s.checkOrigin)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, http.StatusNotFound, CodeNotFound,
 			fmt.Sprintf("no route %s %s; see docs/api.md for the API's routes", r.Method, r.URL.Path))
@@ -212,7 +277,7 @@ func (s *Server) routes() *chi.Mux {
 		r.Post("/tasks/{id}/release", s.release)
 		r.Get("/tasks/{id}/state", s.scan)
 		r.Get("/tasks/{id}/state/*", s.get)
-		r.Post("/tasks/{id}/commit", s.commit)
+		r.With(s.requireJSON).Post("/tasks/{id}/commit", s.commit)
 		r.Post("/leave", s.leave)
 		r.Get("/leave", s.leaveStatus)
 		r.Get("/group", s.group)

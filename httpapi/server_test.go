@@ -34,13 +34,18 @@ func (r response) errBody(t *testing.T) ErrorBody {
 	return e
 }
 
-// serve runs one request through h without a network.
+// serve runs one request through h without a network, as a worker sends
+// it: to localhost, a body as JSON (hdr may say otherwise).
 func serve(h http.Handler, method, target string, body []byte, hdr http.Header) response {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req := httptest.NewRequest(method, target, rd)
+	req.Host = "localhost:7070"
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
@@ -198,7 +203,7 @@ func TestRoutes(t *testing.T) {
 		{name: "commit unknown field", method: "POST", target: "/tasks/t1/commit", body: `{"put":[]}`, status: 400, code: CodeInvalid},
 		{name: "commit trailing garbage", method: "POST", target: "/tasks/t1/commit", body: `{}{}`, status: 400, code: CodeInvalid},
 		{name: "commit not an object", method: "POST", target: "/tasks/t1/commit", body: `null`, status: 400, code: CodeInvalid},
-		{name: "commit empty body", method: "POST", target: "/tasks/t1/commit", status: 400, code: CodeInvalid},
+		{name: "commit without a body", method: "POST", target: "/tasks/t1/commit", status: 415, code: CodeUnsupportedMediaType},
 		{name: "commit key not base64", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"a b","value":""}]}`, status: 400, code: CodeInvalid},
 		{name: "commit empty put key", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"","value":"AQ=="}]}`, status: 400, code: CodeInvalid},
 		{name: "commit missing put key", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"value":"AQ=="}]}`, status: 400, code: CodeInvalid},
@@ -497,6 +502,7 @@ func TestLongPollClientGone(t *testing.T) {
 	go func() {
 		defer close(done)
 		req := httptest.NewRequest("GET", "/assignment?wait=60s&after=1", nil).WithContext(ctx)
+		req.Host = "localhost"
 		h.ServeHTTP(httptest.NewRecorder(), req)
 	}()
 	awaitWaiting(t, f)

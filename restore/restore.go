@@ -68,6 +68,10 @@ type Options struct {
 	// snapshot when the store has nothing of the task or when the
 	// changelog was trimmed past its copy (see snapshot.go).
 	Snapshots *snapshot.Bucket
+	// History is what the group's records say about the task's past: a
+	// task with one whose state is nowhere to be found stops Run with
+	// ErrLost instead of starting empty (history.go).
+	History History
 }
 
 // Progress is how far a Replayer has come.
@@ -237,6 +241,9 @@ func (r *Replayer) Run(ctx context.Context) (err error) {
 
 	for attempt := 1; ; attempt++ {
 		if err := r.prepare(ctx); err != nil {
+			return err
+		}
+		if err := r.checkHistory(ctx); err != nil {
 			return err
 		}
 		run, err := r.start(ctx)

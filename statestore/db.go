@@ -31,6 +31,9 @@ type Store struct {
 	fs    vfs.FS
 	dir   string // the database's directory on fs
 
+	health  *health
+	rebuilt *RebuildInfo // set by Open when it replaced a corrupt store
+
 	// mu guards closed: methods hold it shared so Close waits for them.
 	mu     sync.RWMutex
 	closed bool
@@ -48,7 +51,10 @@ type taskState struct {
 
 // Open opens (creating if needed) the store in dir. It fails with an error
 // wrapping ErrLocked when another process, or another Store of this process,
-// has dir open.
+// has dir open, and with one wrapping ErrFull when dir's disk is short of
+// space (OpenWait waits for space instead). A store found corrupt is moved
+// aside and replaced by an empty one, or refused, by opts.OnCorrupt (see
+// corrupt.go); Rebuilt tells which happened.
 func Open(dir string, opts Options) (*Store, error) {
 	fs := opts.FS
 	if fs == nil {
@@ -58,7 +64,57 @@ func Open(dir string, opts Options) (*Store, error) {
 			dir = abs
 		}
 	}
+	switch opts.OnCorrupt {
+	case "":
+		opts.OnCorrupt = Rebuild
+	case Rebuild, Fail:
+	default:
+		return nil, fmt.Errorf("open store in %s: corrupt policy %q: use %q or %q", dir, opts.OnCorrupt, Rebuild, Fail)
+	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	reason, marked, err := corruptMarkReason(fs, dir)
+	if err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	if !marked {
+		s, err := open(fs, dir, opts)
+		if err == nil || !isCorrupt(err) {
+			return s, err
+		}
+		reason = err.Error()
+	}
+	if opts.OnCorrupt == Fail {
+		return nil, fmt.Errorf("open store in %s: %w (%s); move the directory aside to start empty and rebuild it from the changelog", dir, ErrCorrupt, reason)
+	}
+	to, err := moveAside(fs, dir)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger.Error().Str(logDir, dir).Str("movedTo", to).Str("reason", reason).
+		Msg("LOCAL STORE WAS CORRUPT: moved it aside; starting empty, the member restores its tasks from snapshots and the changelog")
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	s, err := open(fs, dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.rebuilt = &RebuildInfo{Reason: reason, MovedTo: to}
+	return s, nil
+}
+
+// open opens the store in dir and reads what it keeps about its tasks, so
+// that corruption there shows now rather than later.
+func open(fs vfs.FS, dir string, opts Options) (*Store, error) {
+	minFree := uint64(DefaultMinFree)
+	if opts.MinFree < 0 {
+		minFree = 0
+	} else if opts.MinFree > 0 {
+		minFree = uint64(opts.MinFree)
+	}
+	if err := checkOpenSpace(fs, dir, minFree); err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", dir, err)
 	}
 	lock, err := pebble.LockDirectory(dir, fs)
@@ -68,14 +124,21 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open store in %s: lock: %w", dir, err)
 	}
+	h := newHealth(fs, dir, minFree, opts.Logger)
 	popts := &pebble.Options{
-		FS:           fs,
-		Lock:         lock,
-		Logger:       pebbleLogger{opts.Logger},
-		MemTableSize: memTableSize,
+		FS:            fs,
+		Lock:          lock,
+		Logger:        pebbleLogger{log: opts.Logger, h: h},
+		EventListener: h.listener(),
+		MemTableSize:  memTableSize,
 	}
-	db, err := pebble.Open(dir, popts)
+	var db *pebble.DB
+	err = h.guard("open", func() (err error) {
+		db, err = pebble.Open(dir, popts)
+		return err
+	})
 	if err != nil {
+		h.stop()
 		_ = lock.Close()
 		return nil, fmt.Errorf("open store in %s: %w", dir, err)
 	}
@@ -83,8 +146,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Sync {
 		write = pebble.Sync
 	}
-	s := &Store{db: db, lock: lock, write: write, fs: fs, dir: dir}
-	if err := s.dropIncompleteLoads(opts.Logger); err != nil {
+	s := &Store{db: db, lock: lock, write: write, fs: fs, dir: dir, health: h}
+	err = s.dropIncompleteLoads(opts.Logger)
+	if err == nil {
+		_, err = s.Tasks()
+	}
+	if err == nil {
+		err = h.err()
+	}
+	if err != nil {
+		h.stop()
 		_ = db.Close()
 		_ = lock.Close()
 		return nil, fmt.Errorf("open store in %s: %w", dir, err)
@@ -106,7 +177,16 @@ func isLockConflict(err error) bool {
 // Close closes the database (Pebble writes out what its WAL buffer holds)
 // and releases the directory. It waits for calls in flight; later calls
 // return ErrClosed.
+//
+// A store that failed (ErrFailed) is not closed: calls stuck in Pebble may
+// never return, so Close only releases the directory and returns the
+// failure; the process must exit to end Pebble's goroutines.
 func (s *Store) Close() error {
+	s.health.stop()
+	if err := s.health.err(); errors.Is(err, ErrFailed) {
+		_ = s.lock.Close()
+		return fmt.Errorf("close store: %w", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -124,14 +204,57 @@ func (s *Store) Close() error {
 }
 
 // enter takes the shared close guard; the caller must call s.mu.RUnlock.
+// It fails when the store is closed or has failed.
 func (s *Store) enter() error {
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
 		return ErrClosed
 	}
+	if err := s.health.err(); err != nil {
+		s.mu.RUnlock()
+		return err
+	}
 	return nil
 }
+
+// enterWrite is enter for a call that writes: it also fails, with an error
+// wrapping ErrFull, when the disk is short of space.
+func (s *Store) enterWrite() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	if err := s.health.writable(); err != nil {
+		s.mu.RUnlock()
+		return err
+	}
+	return nil
+}
+
+// commit commits b, turning a Pebble panic into an error (health.guard).
+func (s *Store) commit(b *pebble.Batch) error {
+	return s.health.guard("commit", func() error { return b.Commit(s.write) })
+}
+
+// Writable returns nil when the store accepts writes, or why not: an error
+// wrapping ErrFull while its disk is short of space (this passes once
+// space is freed), ErrFailed or ErrCorrupt once it failed for good, or
+// ErrClosed.
+func (s *Store) Writable() error {
+	if err := s.enterWrite(); err != nil {
+		return err
+	}
+	s.mu.RUnlock()
+	return nil
+}
+
+// Failed is closed when the store fails for good (Err says why): its owner
+// should stop and reopen it, which rebuilds a corrupt store.
+func (s *Store) Failed() <-chan struct{} { return s.health.failed }
+
+// Err returns why the store failed for good (wrapping ErrFailed or
+// ErrCorrupt), or nil.
+func (s *Store) Err() error { return s.health.err() }
 
 // lockTask locks task's state and returns it; the caller unlocks ts.mu.
 func (s *Store) lockTask(task string) *taskState {
@@ -162,8 +285,8 @@ func (s *Store) Apply(task string, commits ...Commit) error {
 			return fmt.Errorf("apply to task %q: commit %d has seq %d, want seqs positive and increasing", task, i, c.Seq)
 		}
 	}
-	if err := s.enter(); err != nil {
-		return err
+	if err := s.enterWrite(); err != nil {
+		return fmt.Errorf("apply to task %q: %w", task, err)
 	}
 	defer s.mu.RUnlock()
 	ts := s.lockTask(task)
@@ -171,7 +294,7 @@ func (s *Store) Apply(task string, commits ...Commit) error {
 	if !ts.loaded {
 		m, _, err := s.meta(task)
 		if err != nil {
-			return fmt.Errorf("apply to task %q: %w", task, err)
+			return fmt.Errorf("apply to task %q: %w", task, corruptErr(err))
 		}
 		ts.meta, ts.loaded = m, true
 	}
@@ -226,7 +349,7 @@ func (s *Store) Apply(task string, commits ...Commit) error {
 	if err := b.Set(metaKey(task), encodeMeta(meta), nil); err != nil {
 		return fmt.Errorf("apply to task %q: %w", task, err)
 	}
-	if err := b.Commit(s.write); err != nil {
+	if err := s.commit(b); err != nil {
 		return fmt.Errorf("apply to task %q up to seq %d: %w", task, last.Seq, err)
 	}
 	// meta.Checkpoint may be the caller's memory: keep an owned copy.
@@ -252,7 +375,7 @@ func (s *Store) Get(task string, key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("get %q of task %q: %w", key, task, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get %q of task %q: %w", key, task, err)
+		return nil, fmt.Errorf("get %q of task %q: %w", key, task, corruptErr(err))
 	}
 	out := bytes.Clone(v)
 	if out == nil {
@@ -296,7 +419,7 @@ func (s *Store) Scan(task string, o ScanOptions) ([]KV, error) {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
-			return nil, fmt.Errorf("scan task %q: %w", task, err)
+			return nil, fmt.Errorf("scan task %q: %w", task, corruptErr(err))
 		}
 		buf := make([]byte, len(k)+len(v))
 		copy(buf, k)
@@ -304,7 +427,7 @@ func (s *Store) Scan(task string, o ScanOptions) ([]KV, error) {
 		out = append(out, KV{Key: buf[:len(k):len(k)], Value: buf[len(k):]})
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("scan task %q: %w", task, err)
+		return nil, fmt.Errorf("scan task %q: %w", task, corruptErr(err))
 	}
 	return out, nil
 }
@@ -318,7 +441,7 @@ func (s *Store) Meta(task string) (Meta, bool, error) {
 	defer s.mu.RUnlock()
 	m, ok, err := s.meta(task)
 	if err != nil {
-		return Meta{}, false, fmt.Errorf("meta of task %q: %w", task, err)
+		return Meta{}, false, fmt.Errorf("meta of task %q: %w", task, corruptErr(err))
 	}
 	return m, ok, nil
 }
@@ -362,10 +485,10 @@ func (s *Store) Tasks() ([]Meta, error) {
 			}
 		}
 		_ = it.Close()
-		return nil, fmt.Errorf("list tasks: %w", err)
+		return nil, fmt.Errorf("list tasks: %w", corruptErr(err))
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
+		return nil, fmt.Errorf("list tasks: %w", corruptErr(err))
 	}
 	return out, nil
 }
@@ -373,8 +496,8 @@ func (s *Store) Tasks() ([]Meta, error) {
 // Drop removes task's keyspace and meta in one atomic batch. Dropping a task
 // the store does not hold is a no-op.
 func (s *Store) Drop(task string) error {
-	if err := s.enter(); err != nil {
-		return err
+	if err := s.enterWrite(); err != nil {
+		return fmt.Errorf("drop task %q: %w", task, err)
 	}
 	defer s.mu.RUnlock()
 	ts := s.lockTask(task)
@@ -393,7 +516,7 @@ func (s *Store) Drop(task string) error {
 	if err := b.Delete(loadingKey(task), nil); err != nil {
 		return fmt.Errorf("drop task %q: %w", task, err)
 	}
-	if err := b.Commit(s.write); err != nil {
+	if err := s.commit(b); err != nil {
 		return fmt.Errorf("drop task %q: %w", task, err)
 	}
 	return nil

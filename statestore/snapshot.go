@@ -236,8 +236,8 @@ func (s *Store) Load(task string) (*Loader, error) {
 	if task == "" {
 		return nil, errors.New("load: empty task")
 	}
-	if err := s.enter(); err != nil {
-		return nil, err
+	if err := s.enterWrite(); err != nil {
+		return nil, fmt.Errorf("start loading task %q: %w", task, err)
 	}
 	defer s.mu.RUnlock()
 	if err := s.fs.MkdirAll(s.fs.PathJoin(s.dir, loadDir), 0o755); err != nil {
@@ -275,8 +275,8 @@ func (l *Loader) Put(key, value []byte) error {
 
 // create starts a new sstable.
 func (l *Loader) create() error {
-	if err := l.s.enter(); err != nil {
-		return err
+	if err := l.s.enterWrite(); err != nil {
+		return fmt.Errorf("load task %q: %w", l.task, err)
 	}
 	defer l.s.mu.RUnlock()
 	path := l.s.fs.PathJoin(l.s.dir, loadDir, fmt.Sprintf("%d.sst", loadFiles.Add(1)))
@@ -318,8 +318,8 @@ func (l *Loader) Finish(m Meta) error {
 			return err
 		}
 	}
-	if err := l.s.enter(); err != nil {
-		return err
+	if err := l.s.enterWrite(); err != nil {
+		return fmt.Errorf("finish loading task %q: %w", l.task, err)
 	}
 	defer l.s.mu.RUnlock()
 	// Three steps; a crash between them leaves the loading mark, and Open
@@ -335,7 +335,7 @@ func (l *Loader) Finish(m Meta) error {
 		err = b.Set(loadingKey(l.task), nil, nil)
 	}
 	if err == nil {
-		err = b.Commit(l.s.write)
+		err = l.s.commit(b)
 	}
 	if err != nil {
 		return fmt.Errorf("finish loading task %q: drop the old state: %w", l.task, err)
@@ -343,7 +343,8 @@ func (l *Loader) Finish(m Meta) error {
 	l.marked = true
 	// Then the sstables, all visible at once, above the range deletion.
 	if len(l.paths) > 0 {
-		if err := l.s.db.Ingest(context.Background(), l.paths); err != nil {
+		err := l.s.health.guard("ingest", func() error { return l.s.db.Ingest(context.Background(), l.paths) })
+		if err != nil {
 			return fmt.Errorf("finish loading task %q: ingest %d keys: %w", l.task, l.keys, err)
 		}
 	}
@@ -354,7 +355,7 @@ func (l *Loader) Finish(m Meta) error {
 		err = b.Delete(loadingKey(l.task), nil)
 	}
 	if err == nil {
-		err = b.Commit(l.s.write)
+		err = l.s.commit(b)
 	}
 	if err != nil {
 		return fmt.Errorf("finish loading task %q at seq %d: %w", l.task, m.Applied, err)
@@ -395,7 +396,7 @@ func (l *Loader) Abort() error {
 		err = b.Delete(loadingKey(l.task), nil)
 	}
 	if err == nil {
-		err = b.Commit(l.s.write)
+		err = l.s.commit(b)
 	}
 	if err != nil {
 		return fmt.Errorf("abort loading task %q: %w", l.task, err)
@@ -463,7 +464,7 @@ func (s *Store) dropIncompleteLoads(log zerolog.Logger) error {
 			err = b.Delete(loadingKey(task), nil)
 		}
 		if err == nil {
-			err = b.Commit(pebble.Sync)
+			err = s.health.guard("commit", func() error { return b.Commit(pebble.Sync) })
 		}
 		_ = b.Close()
 		if err != nil {

@@ -22,6 +22,17 @@ var (
 	ErrLocked = errors.New("statestore: data directory is in use by another process")
 	// ErrClosed is returned by every method of a closed Store.
 	ErrClosed = errors.New("statestore: store is closed")
+	// ErrFull is wrapped by the error of a write refused because the
+	// store's disk is short of space (below Options.MinFree), and by Open's
+	// on such a disk. Nothing of the write was done; retry once there is
+	// room.
+	ErrFull = errors.New("statestore: disk is full")
+	// ErrFailed is wrapped by every call's error once Pebble failed in a
+	// way it cannot go on from; the store works again once reopened.
+	ErrFailed = errors.New("statestore: store failed")
+	// ErrCorrupt is wrapped by every call's error once Pebble found the
+	// store's files corrupt, and by Open's under the Fail policy.
+	ErrCorrupt = errors.New("statestore: store is corrupt")
 )
 
 // Scan limits.
@@ -42,8 +53,16 @@ type Options struct {
 	// consistent with its applied sequences either way.
 	Sync bool
 	// Logger receives Pebble's own messages: informational ones at debug
-	// level, errors at error level.
+	// level, errors at error level (at most one a 10 s per kind), and the
+	// store's reports of storage trouble.
 	Logger zerolog.Logger
+	// MinFree is the free space, in bytes, the store keeps on its disk:
+	// below it, writes fail with ErrFull and Open does too. 0 means
+	// DefaultMinFree; a negative value turns the check off.
+	MinFree int64
+	// OnCorrupt says what Open does with a store found corrupt; "" means
+	// Rebuild.
+	OnCorrupt CorruptPolicy
 }
 
 // KV is one key and its value.

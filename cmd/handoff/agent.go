@@ -15,9 +15,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/sidecar"
+	"github.com/handoffhq/handoff/statestore"
 )
 
 func init() {
@@ -26,7 +28,7 @@ func init() {
 
 // runAgent wires every part of a member together, runs it until ctx ends,
 // leaves the group gracefully, and closes the parts in reverse order.
-func runAgent(ctx context.Context, args []string, e *env) error {
+func runAgent(ctx context.Context, args []string, e *env) (err error) {
 	lc, err := loadConfig(args, e.getenv, e.stdout)
 	if err != nil {
 		return err
@@ -34,8 +36,11 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 	if lc.PrintConfig {
 		return lc.printConfig(e.stdout)
 	}
-	log := newLogger(e.stderr, lc.LogLevel, lc.LogFormat)
 	cfg := lc.Config
+	// Secrets are masked in everything the agent says: errors and logs.
+	red := cfg.redactor()
+	defer func() { err = red.Error(err) }()
+	log := newLogger(e.stderr, lc.LogLevel, lc.LogFormat, red)
 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
@@ -50,6 +55,7 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := sidecar.Open(ctx, nc, sidecar.Options{
 		DataDir: cfg.DataDir,
+		Store:   storeOptions(cfg),
 		Agent: agent.Options{
 			Group:        cfg.Group,
 			MemberID:     cfg.MemberID,
@@ -62,12 +68,18 @@ func runAgent(ctx context.Context, args []string, e *env) error {
 			Logger:       log,
 			Registerer:   reg,
 			Snapshots:    cfg.Snapshots,
+
+			AcceptStateLoss: acceptStateLoss(cfg),
 		},
 		Listen: cfg.Listen,
 		API: httpapi.Options{
-			Token:   cfg.APIToken,
-			Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-			Logger:  log.With().Str("component", "api").Logger(),
+			Token:             cfg.APIToken,
+			AllowedHosts:      append(cfg.allowedHosts(), cfg.Advertise), // members and tools call it by that name
+			ReadHeaderTimeout: cfg.APIReadHeaderTimeout,
+			BodyReadTimeout:   cfg.APIBodyTimeout,
+			MaxConns:          cfg.APIMaxConns,
+			Metrics:           promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+			Logger:            log.With().Str("component", "api").Logger(),
 		},
 		Logger: log,
 	})
@@ -134,6 +146,9 @@ func dialOrEmbed(cfg Config, log zerolog.Logger) (*natsgo.Conn, func(), error) {
 		SyncAlways: cfg.NATS.SyncAlways,
 		Logger:     log.With().Str("component", "nats").Logger(),
 		ServerName: "handoff-" + cfg.MemberID,
+		Token:      cfg.NATS.Token,
+		User:       cfg.NATS.User,
+		Password:   cfg.NATS.Password,
 	})
 	if err != nil {
 		if errors.Is(err, natsembed.ErrLocked) {
@@ -141,7 +156,14 @@ func dialOrEmbed(cfg Config, log zerolog.Logger) (*natsgo.Conn, func(), error) {
 		}
 		return nil, nil, fmt.Errorf("%w (another agent may already run the embedded server: join it with --nats nats://%s)", err, cfg.NATS.EmbeddedListen)
 	}
-	log.Info().Str("url", srv.ClientURL()).Msg("embedded NATS server started; other agents join with --nats " + srv.ClientURL())
+	join := "--nats " + srv.ClientURL()
+	switch {
+	case cfg.NATS.Token != "":
+		join += " and the same --nats-token"
+	case cfg.NATS.User != "":
+		join += " and the same --nats-user and --nats-password"
+	}
+	log.Info().Str("url", srv.ClientURL()).Msg("embedded NATS server started; other agents join with " + join)
 	nc, err := srv.InProcessConn(natsgo.Name("handoff-agent-"+cfg.MemberID), natsgo.MaxReconnects(-1))
 	if err != nil {
 		srv.Shutdown()
@@ -157,4 +179,23 @@ func closeLogged(log zerolog.Logger, what string, close func() error) {
 	if err := close(); err != nil {
 		log.Warn().Err(err).Msgf("close %s", what)
 	}
+}
+
+// storeOptions are the local store's options from cfg.
+func storeOptions(cfg Config) statestore.Options {
+	minFree := int64(cfg.StoreMinFreeMB) << 20
+	if minFree == 0 {
+		minFree = -1 // no check
+	}
+	return statestore.Options{MinFree: minFree, OnCorrupt: statestore.CorruptPolicy(cfg.OnCorruptStore)}
+}
+
+// acceptStateLoss expands --accept-state-loss (checked when it was set).
+func acceptStateLoss(cfg Config) []string {
+	var ids []string
+	for _, spec := range cfg.AcceptStateLoss {
+		more, _ := assign.ExpandSpec(spec)
+		ids = append(ids, more...)
+	}
+	return ids
 }

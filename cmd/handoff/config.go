@@ -17,7 +17,11 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/natsembed"
+	"github.com/handoffhq/handoff/internal/redact"
 	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/statestore"
 )
 
 // Config is everything 'handoff agent' is configured by. Every setting has
@@ -35,8 +39,23 @@ type Config struct {
 	Zone      string
 	Capacity  int
 	APIToken  string
+	// API guards: the Host names it answers to besides localhost, IP
+	// addresses and --listen's host; how long a client may take to send
+	// headers and then a body; how many connections it serves at once.
+	APIAllowedHosts      string
+	APIReadHeaderTimeout time.Duration
+	APIBodyTimeout       time.Duration
+	APIMaxConns          int
 
 	NATS nats
+
+	// StoreMinFreeMB is the free space the local store keeps on its disk
+	// (0: no check); OnCorruptStore what a start does with a corrupt one.
+	StoreMinFreeMB int
+	OnCorruptStore string
+	// AcceptStateLoss is a task spec: tasks this member starts empty when
+	// their state is lost (their changelog was purged).
+	AcceptStateLoss []string
 
 	// Snapshots configure the snapshots this member takes of the tasks it
 	// owns; SnapshotsOn is their on/off switch (Snapshots.Disabled is set
@@ -60,6 +79,7 @@ type nats struct {
 	Creds          string
 	User           string
 	Password       string
+	Token          string
 	TLSCA          string
 	TLSCert        string
 	TLSKey         string
@@ -70,14 +90,20 @@ type nats struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Group:       "default",
-		MemberID:    sanitizeMemberID(host),
-		Listen:      "127.0.0.1:7070",
-		DataDir:     "handoff-data",
-		Capacity:    1,
-		NATS:        nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
-		GroupConfig: assign.DefaultConfig(),
-		SnapshotsOn: true,
+		Group:                "default",
+		MemberID:             sanitizeMemberID(host),
+		Listen:               "127.0.0.1:7070",
+		DataDir:              "handoff-data",
+		Capacity:             1,
+		APIReadHeaderTimeout: httpapi.DefaultReadHeaderTimeout,
+		APIBodyTimeout:       httpapi.DefaultBodyReadTimeout,
+		APIMaxConns:          httpapi.DefaultMaxConns,
+		NATS:                 nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
+		GroupConfig:          assign.DefaultConfig(),
+		SnapshotsOn:          true,
+
+		StoreMinFreeMB: statestore.DefaultMinFree >> 20,
+		OnCorruptStore: string(statestore.Rebuild),
 		Snapshots: agent.SnapshotOptions{
 			Every:    agent.DefaultSnapshotEvery,
 			Interval: agent.DefaultSnapshotInterval,
@@ -131,8 +157,9 @@ var groupFields = map[string]string{
 func natsFlags(fs *flag.FlagSet, n *nats, urlUsage string) {
 	fs.StringVar(&n.URL, "nats", n.URL, urlUsage)
 	fs.StringVar(&n.Creds, "nats-creds", n.Creds, "NATS credentials `file`")
-	fs.StringVar(&n.User, "nats-user", n.User, "NATS user name")
-	fs.StringVar(&n.Password, "nats-password", n.Password, "NATS password")
+	fs.StringVar(&n.User, "nats-user", n.User, "NATS user `name` (with --nats-password)")
+	fs.StringVar(&n.Password, "nats-password", n.Password, "NATS `password`")
+	fs.StringVar(&n.Token, "nats-token", n.Token, "NATS authentication `token` (instead of a user and password)")
 	fs.StringVar(&n.TLSCA, "nats-tls-ca", n.TLSCA, "CA `file` to verify the NATS server")
 	fs.StringVar(&n.TLSCert, "nats-tls-cert", n.TLSCert, "client certificate `file` for NATS (with --nats-tls-key)")
 	fs.StringVar(&n.TLSKey, "nats-tls-key", n.TLSKey, "client key `file` for NATS")
@@ -151,9 +178,17 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure `zone` of this member; standbys go to other zones")
 	fs.IntVar(&c.Capacity, "capacity", c.Capacity, "capacity `weight` of this member's share of tasks")
 	fs.StringVar(&c.APIToken, "api-token", c.APIToken, "if set, API calls but health checks need 'Authorization: Bearer TOKEN'")
+	fs.StringVar(&c.APIAllowedHosts, "api-allowed-hosts", c.APIAllowedHosts, "host `names` (comma-separated) the API answers to besides localhost, IP addresses and the hosts of --listen and --advertise; * for any")
+	fs.DurationVar(&c.APIReadHeaderTimeout, "api-read-header-timeout", c.APIReadHeaderTimeout, "the API closes a connection whose request headers take `longer`")
+	fs.DurationVar(&c.APIBodyTimeout, "api-body-timeout", c.APIBodyTimeout, "the API answers 408 to a request whose body takes `longer` to arrive (long-polls have none)")
+	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API serves at once; more wait until one closes")
+
+	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no check)")
+	fs.Var(specValue{&c.AcceptStateLoss}, "accept-state-loss", "stateful task `IDs` (like --tasks) this member starts empty although the group shows they had state that is gone (their changelog was purged); remove once they run")
+	fs.StringVar(&c.OnCorruptStore, "on-corrupt-store", c.OnCorruptStore, "`policy` for a local store found corrupt: rebuild (move it aside, restore the tasks from snapshots and the changelog) or fail")
 
 	natsFlags(fs, &c.NATS, "NATS server `URL`s (comma-separated); empty runs an embedded single-node server")
-	fs.StringVar(&c.NATS.EmbeddedListen, "embedded-nats-listen", c.NATS.EmbeddedListen, "`address` of the embedded NATS server (when --nats is empty)")
+	fs.StringVar(&c.NATS.EmbeddedListen, "embedded-nats-listen", c.NATS.EmbeddedListen, "`address` of the embedded NATS server (when --nats is empty); other than loopback it needs --nats-token or --nats-user and --nats-password, which it then requires of every client")
 	fs.BoolVar(&c.NATS.SyncAlways, "nats-sync-always", c.NATS.SyncAlways, "embedded NATS fsyncs every write (durable on power loss; slower)")
 	fs.IntVar(&c.NATS.Replicas, "replicas", c.NATS.Replicas, "JetStream `replicas` of the changelog and KV bucket (3 on a 3-node cluster)")
 
@@ -373,15 +408,30 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--listen %q: use host:port, e.g. 127.0.0.1:7070", c.Listen))
 	}
 	if c.NATS.URL == "" {
-		if _, _, err := net.SplitHostPort(c.NATS.EmbeddedListen); err != nil {
-			errs = append(errs, fmt.Errorf("--embedded-nats-listen %q: use host:port, e.g. 127.0.0.1:4222", c.NATS.EmbeddedListen))
-		}
+		errs = append(errs, c.NATS.validateEmbedded()...)
+	}
+	if c.NATS.Token != "" && (c.NATS.User != "" || c.NATS.Creds != "") {
+		errs = append(errs, errors.New("--nats-token goes alone: give a token, or --nats-user and --nats-password, or --nats-creds"))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is empty: name a directory for the local state"))
 	}
+	if c.APIReadHeaderTimeout <= 0 || c.APIBodyTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--api-read-header-timeout %s, --api-body-timeout %s: use positive durations such as 10s", c.APIReadHeaderTimeout, c.APIBodyTimeout))
+	}
+	if c.APIMaxConns < 1 {
+		errs = append(errs, fmt.Errorf("--api-max-conns %d: use 1 or more (the worker needs a few: a long-poll and its commits)", c.APIMaxConns))
+	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("--capacity %d: use 1 or more", c.Capacity))
+	}
+	if c.StoreMinFreeMB < 0 {
+		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no check) or more", c.StoreMinFreeMB))
+	}
+	switch statestore.CorruptPolicy(c.OnCorruptStore) {
+	case statestore.Rebuild, statestore.Fail:
+	default:
+		errs = append(errs, fmt.Errorf("--on-corrupt-store %q: use rebuild or fail", c.OnCorruptStore))
 	}
 	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("--replicas %d: use 1 to 5", c.NATS.Replicas))
@@ -403,6 +453,29 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validateEmbedded checks the settings of the embedded NATS server: the
+// credentials it requires of its clients, and that it is not reachable from
+// other hosts without them.
+func (n nats) validateEmbedded() []error {
+	host, _, err := net.SplitHostPort(n.EmbeddedListen)
+	if err != nil {
+		return []error{fmt.Errorf("--embedded-nats-listen %q: use host:port, e.g. 127.0.0.1:4222", n.EmbeddedListen)}
+	}
+	var errs []error
+	if n.Creds != "" {
+		errs = append(errs, errors.New("--nats-creds needs --nats: the embedded NATS server takes --nats-token, or --nats-user and --nats-password"))
+	}
+	if (n.User == "") != (n.Password == "") {
+		errs = append(errs, errors.New("the embedded NATS server needs --nats-user and --nats-password together (or --nats-token alone)"))
+	}
+	if !natsembed.Loopback(host) && n.Token == "" && (n.User == "" || n.Password == "") {
+		errs = append(errs, fmt.Errorf("--embedded-nats-listen %s is reachable from other hosts, and the embedded NATS server has no credentials: "+
+			"anyone who reaches it could read, change or purge the group's changelog. Set --nats-token (or --nats-user and --nats-password), "+
+			"which the agents that join it pass too, or listen on 127.0.0.1", n.EmbeddedListen))
+	}
+	return errs
+}
+
 // groupConfigFields lists the group settings that were given, as JSON names
 // of assign.Config.
 func (lc loadedConfig) groupConfigFields() []string {
@@ -416,6 +489,22 @@ func (lc loadedConfig) groupConfigFields() []string {
 	return fields
 }
 
+// secretFlags are the settings whose values are secrets: printConfig masks
+// them, and secrets masks them in errors and logs.
+var secretFlags = map[string]bool{"api-token": true, "nats-password": true, "nats-token": true}
+
+// secrets returns the secret values of n: its password, its token and the
+// passwords or tokens in its URLs.
+func (n nats) secrets() []string {
+	return append([]string{n.Password, n.Token}, redact.URLSecrets(n.URL)...)
+}
+
+// redactor masks c's secrets (the API token and the NATS credentials) in
+// errors and log lines.
+func (c Config) redactor() *redact.Redactor {
+	return redact.New(append(c.NATS.secrets(), c.APIToken)...)
+}
+
 // printConfig writes the resolved settings as a YAML config file would hold
 // them; secrets are masked.
 func (lc loadedConfig) printConfig(w io.Writer) error {
@@ -426,8 +515,11 @@ func (lc loadedConfig) printConfig(w io.Writer) error {
 			return
 		}
 		v := f.Value.String()
-		if (f.Name == "api-token" || f.Name == "nats-password") && v != "" {
-			v = "********"
+		switch {
+		case secretFlags[f.Name] && v != "":
+			v = redact.Mask
+		case f.Name == "nats":
+			v = redact.URL(v)
 		}
 		// Tag each value with its flag's type, so that a string that looks
 		// like a number or a boolean (member-id: "007") is quoted.
@@ -478,6 +570,17 @@ they set (see 'handoff group').
 Flags:
 `)
 	fs.PrintDefaults()
+}
+
+// allowedHosts splits --api-allowed-hosts.
+func (c Config) allowedHosts() []string {
+	var out []string
+	for _, h := range strings.Split(c.APIAllowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // durationOr returns d, or def if d is zero.

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/internal/redact"
 )
 
 // configCase is one run of loadConfig: a config file (written to a temp
@@ -268,11 +269,22 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"too many replicas", configCase{file: "replicas: 7\n"}, []string{"--replicas 7: use 1 to 5"}},
 		{"listen without port", configCase{file: "listen: localhost\n"}, []string{`--listen "localhost"`}},
 		{"embedded listen without port", configCase{file: "embedded-nats-listen: localhost\n"}, []string{`--embedded-nats-listen "localhost"`}},
+		{"open embedded NATS", configCase{args: []string{"--embedded-nats-listen", "0.0.0.0:4222"}},
+			[]string{"--embedded-nats-listen 0.0.0.0:4222 is reachable from other hosts", "Set --nats-token (or --nats-user and --nats-password)", "or listen on 127.0.0.1"}},
+		{"embedded NATS on all interfaces", configCase{env: map[string]string{"HANDOFF_EMBEDDED_NATS_LISTEN": ":4222"}}, []string{"reachable from other hosts"}},
+		{"embedded NATS on a name", configCase{file: "embedded-nats-listen: nats.example.com:4222\n"}, []string{"reachable from other hosts"}},
+		{"embedded NATS user without password", configCase{args: []string{"--nats-user", "bob"}}, []string{"--nats-user and --nats-password together"}},
+		{"embedded NATS with a creds file", configCase{args: []string{"--nats-creds", "/c.creds"}}, []string{"--nats-creds needs --nats"}},
+		{"token and user", configCase{args: []string{"--nats", "nats://n:4222", "--nats-token", "t", "--nats-user", "u"}}, []string{"--nats-token goes alone"}},
+		{"API body timeout 0", configCase{args: []string{"--api-body-timeout", "0s"}}, []string{"--api-body-timeout 0s: use positive durations"}},
+		{"API without connections", configCase{env: map[string]string{"HANDOFF_API_MAX_CONNS": "-1"}}, []string{"--api-max-conns -1: use 1 or more"}},
 		{"TLS cert without key", configCase{file: "nats-tls-cert: c.pem\n"}, []string{"--nats-tls-cert and --nats-tls-key go together"}},
 		{"log level", configCase{file: "log-level: loud\n"}, []string{`--log-level "loud"`}},
 		{"log format", configCase{file: "log-format: xml\n"}, []string{`--log-format "xml"`}},
 		{"short session timeout", configCase{file: "session-timeout: 1s\n"}, []string{"session timeout 1s"}},
 		{"task twice", configCase{file: "tasks: [a]\nstateless-tasks: [a]\n"}, []string{`task "a" is listed twice`}},
+		{"negative store reserve", configCase{file: "store-min-free-mb: -1\n"}, []string{"--store-min-free-mb -1"}},
+		{"corrupt store policy", configCase{file: "on-corrupt-store: ignore\n"}, []string{`--on-corrupt-store "ignore": use rebuild or fail`}},
 		{"every problem at once", configCase{file: "capacity: 0\nreplicas: 0\nlog-format: xml\n"}, []string{"--capacity", "--replicas", "--log-format"}},
 	}
 	for _, tt := range tests {
@@ -295,16 +307,24 @@ func TestLoadConfigErrors(t *testing.T) {
 // same configuration.
 func TestEverySettingHasOneName(t *testing.T) {
 	values := map[string]string{
-		"acceptable-lag": "7", "advertise": "10.0.0.1:7070", "api-token": "t0k3n", "capacity": "3",
+		"acceptable-lag": "7", "advertise": "10.0.0.1:7070", "api-token": "t0k3n",
+		"api-allowed-hosts": "agent.internal", "api-read-header-timeout": "3s", "api-body-timeout": "4s", "api-max-conns": "64", "capacity": "3",
 		"data-dir": "/data", "embedded-nats-listen": "127.0.0.1:4333", "group": "g1", "handover": "stable",
 		"leave-timeout": "42s", "listen": "127.0.0.1:7171", "log-format": "json", "log-level": "warn",
 		"max-learners": "5", "max-learners-per-member": "6", "member-id": "m-9", "nats": "nats://n:4222",
-		"nats-creds": "/c.creds", "nats-password": "pw", "nats-sync-always": "true", "nats-tls-ca": "/ca.pem",
+		"nats-creds": "/c.creds", "nats-password": "pw", "nats-token": "tok", "nats-sync-always": "true", "nats-tls-ca": "/ca.pem",
 		"nats-user": "u", "release-timeout": "3s", "replicas": "3", "session-timeout": "9s",
 		"stable-max-wait": "50s", "standbys": "2", "stateless-tasks": "s-0..1", "tasks": "t-0..3", "zone": "z",
 		"snapshot-every": "500", "snapshot-interval": "5m0s", "snapshot-keep": "3", "snapshot-margin": "77", "snapshots": "false",
+		"store-min-free-mb": "256", "on-corrupt-store": "fail", "accept-state-loss": "t-1..2",
 		"nats-tls-cert": "", "nats-tls-key": "", // go together: set below
 		"config": "", "print-config": "", // not settings of the file
+	}
+	// Settings that are valid only with another one, given as a flag to
+	// every route: the embedded NATS server takes no creds file, and a
+	// user and a password together.
+	with := map[string][]string{
+		"nats-creds": {"--nats=nats://n:4222"}, "nats-user": {"--nats=nats://n:4222"}, "nats-password": {"--nats=nats://n:4222"},
 	}
 	var probe Config
 	agentFlags(&probe).VisitAll(func(f *flag.Flag) {
@@ -317,11 +337,11 @@ func TestEverySettingHasOneName(t *testing.T) {
 			return
 		}
 		t.Run(f.Name, func(t *testing.T) {
-			byFlag, err := configCase{args: []string{"--" + f.Name + "=" + v}}.load(t)
+			byFlag, err := configCase{args: append([]string{"--" + f.Name + "=" + v}, with[f.Name]...)}.load(t)
 			if err != nil {
 				t.Fatalf("--%s=%s: %v", f.Name, v, err)
 			}
-			byEnv, err := configCase{env: map[string]string{envName(f.Name): v}}.load(t)
+			byEnv, err := configCase{env: map[string]string{envName(f.Name): v}, args: with[f.Name]}.load(t)
 			if err != nil {
 				t.Fatalf("%s=%s: %v", envName(f.Name), v, err)
 			}
@@ -331,7 +351,7 @@ func TestEverySettingHasOneName(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			byFile, err := configCase{file: string(file)}.load(t)
+			byFile, err := configCase{file: string(file), args: with[f.Name]}.load(t)
 			if err != nil {
 				t.Fatalf("file %q: %v", file, err)
 			}
@@ -350,7 +370,8 @@ func TestEverySettingHasOneName(t *testing.T) {
 func TestPrintConfig(t *testing.T) {
 	in := configCase{
 		file: "group: orders\napi-token: file-secret\nmember-id: \"007\"\ntasks: [orders-0..7, billing-0..1]\nnats-sync-always: true\n",
-		env:  map[string]string{"HANDOFF_NATS_PASSWORD": "env-secret", "HANDOFF_NATS_USER": "alice", "HANDOFF_NATS": "nats://n:4222"},
+		env: map[string]string{"HANDOFF_NATS_PASSWORD": "env-secret", "HANDOFF_NATS_USER": "alice",
+			"HANDOFF_NATS": "nats://alice:url-secret@n:4222,nats://url-token@n2:4222"},
 		args: []string{"--capacity", "2", "--leave-timeout", "90s"},
 	}
 	lc, err := in.load(t)
@@ -362,7 +383,7 @@ func TestPrintConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	printed := out.String()
-	for _, secret := range []string{"file-secret", "env-secret"} {
+	for _, secret := range []string{"file-secret", "env-secret", "url-secret", "url-token"} {
 		if strings.Contains(printed, secret) {
 			t.Errorf("printConfig shows the secret %q:\n%s", secret, printed)
 		}
@@ -375,7 +396,8 @@ func TestPrintConfig(t *testing.T) {
 		t.Fatalf("printConfig wrote invalid YAML: %v\n%s", err, printed)
 	}
 	for key, want := range map[string]any{
-		"api-token": "********", "nats-password": "********", "member-id": "007", "capacity": 2,
+		"api-token": redact.Mask, "nats-password": redact.Mask, "member-id": "007", "capacity": 2,
+		"nats":             "nats://alice:xxxxx@n:4222,nats://xxxxx@n2:4222",
 		"nats-sync-always": true, "leave-timeout": "1m30s", "tasks": "orders-0..7,billing-0..1", "zone": "",
 	} {
 		if doc[key] != want {
@@ -398,6 +420,7 @@ func TestPrintConfig(t *testing.T) {
 	got, wantCfg := lc2.Config, lc.Config
 	got.ConfigFile, wantCfg.ConfigFile = "", ""
 	wantCfg.APIToken, wantCfg.NATS.Password = "", ""
+	wantCfg.NATS.URL = "nats://alice:xxxxx@n:4222,nats://xxxxx@n2:4222"
 	if !reflect.DeepEqual(got, wantCfg) {
 		t.Errorf("printed config loads as\n%+v\nwant\n%+v", got, wantCfg)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/internal/redact"
 )
 
 func init() {
@@ -48,7 +49,7 @@ func (c *clientFlags) open(ctx context.Context, name string) (jetstream.KeyValue
 	if err != nil {
 		nc.Close()
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, nil, fmt.Errorf("group %q does not exist on %s (no agent has started it)", c.group, c.nats.URL)
+			return nil, nil, fmt.Errorf("group %q does not exist on %s (no agent has started it)", c.group, redact.URL(c.nats.URL))
 		}
 		return nil, nil, fmt.Errorf("open group %q: %w", c.group, err)
 	}

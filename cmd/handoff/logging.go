@@ -8,6 +8,8 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
+
+	"github.com/handoffhq/handoff/internal/redact"
 )
 
 // Log timestamps have microseconds, so that the agents' events line up with
@@ -27,14 +29,18 @@ func parseLevel(s string) (zerolog.Level, error) {
 }
 
 // newLogger writes JSON lines, or human-readable lines when format is
-// console, or auto and w is a terminal.
-func newLogger(w io.Writer, level, format string) zerolog.Logger {
+// console, or auto and w is a terminal. red, if not nil, masks secrets in
+// every line.
+func newLogger(w io.Writer, level, format string, red *redact.Redactor) zerolog.Logger {
 	l, _ := parseLevel(level)
 	console := format == "console"
 	if format == "auto" {
 		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 			console = true
 		}
+	}
+	if red != nil {
+		w = red.Writer(w)
 	}
 	if console {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: logTimeConsole}

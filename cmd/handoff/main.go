@@ -82,12 +82,14 @@ Usage: handoff <command> [flags]
 Commands:
 `)
 	names := make([]string, 0, len(commands))
+	width := 0
 	for n := range commands {
 		names = append(names, n)
+		width = max(width, len(n))
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-*s %s\n", width, n, commands[n].summary)
 	}
 	fmt.Fprint(w, "\nRun 'handoff <command> --help' for a command's flags.\n")
 }

@@ -6,6 +6,8 @@ import (
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
+
+	"github.com/handoffhq/handoff/internal/redact"
 )
 
 // connect dials the NATS server named by n with its credentials and TLS
@@ -29,7 +31,8 @@ func connect(n nats, name string, log zerolog.Logger) (*natsgo.Conn, error) {
 	opts = append(opts, n.options()...)
 	nc, err := natsgo.Connect(n.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach NATS at %s: %w (is the server running and the URL right? leave --nats empty to run an embedded server)", n.URL, err)
+		// nats.go's errors may echo the URL, and with it a password.
+		return nil, redact.New(n.secrets()...).Error(fmt.Errorf("cannot reach NATS at %s: %w (is the server running and the URL right? leave --nats empty to run an embedded server)", redact.URL(n.URL), err))
 	}
 	return nc, nil
 }
@@ -42,6 +45,9 @@ func (n nats) options() []natsgo.Option {
 	}
 	if n.User != "" {
 		opts = append(opts, natsgo.UserInfo(n.User, n.Password))
+	}
+	if n.Token != "" {
+		opts = append(opts, natsgo.Token(n.Token))
 	}
 	if n.TLSCA != "" {
 		opts = append(opts, natsgo.RootCAs(n.TLSCA))

@@ -66,6 +66,18 @@ type agentProc struct {
 // holding no HANDOFF_* variables but env, and waits until its API listens.
 func startAgent(t *testing.T, name string, env []string, args ...string) *agentProc {
 	t.Helper()
+	p := spawnAgent(t, name, env, args...)
+	started := p.waitLog("agent started", startDeadline)
+	p.api, _ = started["api"].(string)
+	if p.api == "" {
+		t.Fatalf("%s logged %v: no api address", name, started)
+	}
+	return p
+}
+
+// spawnAgent is startAgent without the wait.
+func spawnAgent(t *testing.T, name string, env []string, args ...string) *agentProc {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"agent", "--log-format", "json"}, args...)...)
 	cmd.Env = []string{envRunMain + "=1", "PATH=" + os.Getenv("PATH")}
 	for _, k := range []string{"TMPDIR", "GORACE", "GOCOVERDIR"} {
@@ -103,11 +115,6 @@ func startAgent(t *testing.T, name string, env []string, args ...string) *agentP
 			t.Logf("%s's log:\n%s", name, p.output())
 		}
 	})
-	started := p.waitLog("agent started", startDeadline)
-	p.api, _ = started["api"].(string)
-	if p.api == "" {
-		t.Fatalf("%s logged %v: no api address", name, started)
-	}
 	return p
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi/wire"
+	"github.com/handoffhq/handoff/internal/redact"
 )
 
 func init() {
@@ -52,7 +53,7 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 	}
 	kv, err := js.KeyValue(ctx, group.BucketName(cf.group))
 	if err != nil {
-		return fmt.Errorf("open group %q on %s: %w (has an agent of this group started?)", cf.group, cf.nats.URL, err)
+		return fmt.Errorf("open group %q on %s: %w (has an agent of this group started?)", cf.group, redact.URL(cf.nats.URL), err)
 	}
 	book := newProgressCollector()
 	stop, err := group.WatchProgress(nc, cf.group, func(p group.Progress) { book.add(p.LearnerProgress) })

@@ -57,10 +57,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("counter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.sidecar, "sidecar", "http://127.0.0.1:7070", "the handoff agent's API")
-	fs.StringVar(&c.token, "token", "", "the agent's API token (its --api-token), if it has one")
-	fs.StringVar(&c.natsURL, "nats", nats.DefaultURL, "NATS server with the input stream")
-	fs.StringVar(&c.group, "group", "demo", "the group's name; input subjects are input.<group>.<task>")
+	fs.StringVar(&c.sidecar, "sidecar", envOr("SIDECAR_URL", "http://127.0.0.1:7070"), "the handoff agent's API (default $SIDECAR_URL if set)")
+	fs.StringVar(&c.token, "token", os.Getenv("SIDECAR_TOKEN"), "the agent's API token (its --api-token), if it has one (default $SIDECAR_TOKEN)")
+	fs.StringVar(&c.natsURL, "nats", envOr("NATS_URL", nats.DefaultURL), "NATS server with the input stream (default $NATS_URL if set)")
+	fs.StringVar(&c.group, "group", envOr("HANDOFF_GROUP", "demo"), "the group's name; input subjects are input.<group>.<task> (default $HANDOFF_GROUP if set)")
 	fs.StringVar(&c.inputStream, "input-stream", "", "the input stream (default INPUT_<group>)")
 	fs.IntVar(&c.batch, "batch", countworker.DefaultBatch, "most messages per commit")
 	fs.DurationVar(&c.maxDelay, "max-delay", countworker.DefaultMaxDelay, "longest time a read message waits for its commit")
@@ -85,6 +85,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--max-delay %v: use a positive duration such as 50ms", c.maxDelay)
 	}
 	return c, nil
+}
+
+// envOr returns the environment variable name, or def if it is empty. The
+// variables are the ones handoff conformance and the Kubernetes example
+// give a worker.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // run is counter's main: it returns once the sidecar says shutdown (nil),

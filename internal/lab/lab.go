@@ -41,6 +41,7 @@ import (
 	"github.com/handoffhq/handoff/examples/counter/countworker"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/proc"
+	"github.com/handoffhq/handoff/internal/redact"
 )
 
 // Defaults of Options.
@@ -256,7 +257,8 @@ func (l *Lab) connect(name string) (*nats.Conn, error) {
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { log.Info().Msg("reconnected to NATS") }))
 	if err != nil {
-		return nil, fmt.Errorf("lab: connect to NATS at %s: %w", l.url, err)
+		// nats.go's errors may quote the URL, password included.
+		return nil, redact.New(redact.URLSecrets(l.url)...).Error(fmt.Errorf("lab: connect to NATS at %s: %w", redact.URL(l.url), err))
 	}
 	return nc, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +30,10 @@ const readyTimeout = 30 * time.Second
 // Server of this process) uses the data directory.
 var ErrLocked = errors.New("natsembed: data directory is in use")
 
+// ErrNoAuth is wrapped by Start's error when the server would listen on an
+// address other hosts can reach without requiring credentials.
+var ErrNoAuth = errors.New("natsembed: a listen address other than loopback needs credentials")
+
 // Options configure the embedded server.
 type Options struct {
 	// DataDir holds the JetStream store and the LOCK file. Required.
@@ -46,12 +51,42 @@ type Options struct {
 	Logger zerolog.Logger
 	// ServerName names the server; empty lets the server pick its ID.
 	ServerName string
+	// Token, or User and Password, are the credentials the server requires
+	// of every client; InProcessConn presents them. Without them the server
+	// is open to whoever reaches it, so Start refuses a Listen address other
+	// than loopback (see Loopback) unless they are set.
+	Token    string
+	User     string
+	Password string
+}
+
+// Loopback reports whether a listen host reaches this machine only:
+// "localhost" or a loopback IP. An empty or unspecified host (0.0.0.0, ::)
+// listens on every interface, and another name may resolve to any address.
+func Loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// auth checks the credentials of o and returns whether any are set.
+func (o Options) auth() (bool, error) {
+	switch {
+	case o.Token != "" && (o.User != "" || o.Password != ""):
+		return false, errors.New("give a token or a user and password, not both")
+	case (o.User == "") != (o.Password == ""):
+		return false, errors.New("a user needs a password, and a password a user")
+	}
+	return o.Token != "" || o.User != "", nil
 }
 
 // Server is a running embedded NATS server. Shutdown stops it and releases
 // its data directory.
 type Server struct {
 	srv      *server.Server
+	auth     []nats.Option // the credentials InProcessConn presents
 	lockFile *os.File
 	once     sync.Once
 }
@@ -78,6 +113,14 @@ func Start(opts Options) (*Server, error) {
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
+	hasAuth, err := opts.auth()
+	if err != nil {
+		return nil, fmt.Errorf("start nats: credentials: %w", err)
+	}
+	if !hasAuth && !Loopback(host) {
+		return nil, fmt.Errorf("start nats on %s: other hosts can reach this address and no credentials are set: "+
+			"anyone could read, change or purge the streams; set a token or a user and password, or listen on 127.0.0.1: %w", listen, ErrNoAuth)
+	}
 
 	dir, err := filepath.Abs(opts.DataDir)
 	if err != nil {
@@ -91,6 +134,12 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("start nats: %w", err)
 	}
 	s := &Server{lockFile: lockFile}
+	switch {
+	case opts.Token != "":
+		s.auth = []nats.Option{nats.Token(opts.Token)}
+	case opts.User != "":
+		s.auth = []nats.Option{nats.UserInfo(opts.User, opts.Password)}
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -108,13 +157,16 @@ func Start(opts Options) (*Server, error) {
 	}
 
 	sopts := &server.Options{
-		ServerName: opts.ServerName,
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   dir,
-		SyncAlways: opts.SyncAlways,
-		NoSigs:     true,
+		ServerName:    opts.ServerName,
+		Host:          host,
+		Port:          port,
+		JetStream:     true,
+		StoreDir:      dir,
+		SyncAlways:    opts.SyncAlways,
+		NoSigs:        true,
+		Username:      opts.User,
+		Password:      opts.Password,
+		Authorization: opts.Token,
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
@@ -177,10 +229,11 @@ func lockDir(dir string) (*os.File, error) {
 // ClientURL is the URL clients connect to, with the actual port.
 func (s *Server) ClientURL() string { return s.srv.ClientURL() }
 
-// InProcessConn connects to the server without a socket. opts are applied
-// after the in-process option.
+// InProcessConn connects to the server without a socket, with the server's
+// credentials. opts are applied after those.
 func (s *Server) InProcessConn(opts ...nats.Option) (*nats.Conn, error) {
-	all := append([]nats.Option{nats.InProcessServer(s.srv)}, opts...)
+	all := append([]nats.Option{nats.InProcessServer(s.srv)}, s.auth...)
+	all = append(all, opts...)
 	nc, err := nats.Connect(s.ClientURL(), all...)
 	if err != nil {
 		return nil, fmt.Errorf("connect in-process to nats: %w", err)

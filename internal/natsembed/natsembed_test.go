@@ -119,3 +119,61 @@ func TestBadOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenListenRefused(t *testing.T) {
+	for _, listen := range []string{"0.0.0.0:0", ":0", "[::]:0", "example.com:0"} {
+		_, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Listen: listen, Logger: zerolog.Nop()})
+		if !errors.Is(err, natsembed.ErrNoAuth) {
+			t.Errorf("Start on %s without credentials = %v, want ErrNoAuth", listen, err)
+		}
+	}
+	for _, host := range []string{"127.0.0.1", "127.0.0.2", "::1", "localhost", "LocalHost"} {
+		if !natsembed.Loopback(host) {
+			t.Errorf("Loopback(%q) = false, want true", host)
+		}
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	for name, opts := range map[string]natsembed.Options{
+		"token":         {Token: "s3cret-token"},
+		"user password": {User: "bob", Password: "s3cret-pass"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts.DataDir, opts.Listen = t.TempDir(), "0.0.0.0:0" // credentials make any address acceptable
+			s := start(t, opts)
+			url := strings.Replace(s.ClientURL(), "0.0.0.0", "127.0.0.1", 1)
+
+			if nc, err := nats.Connect(url); err == nil {
+				nc.Close()
+				t.Fatal("a client without credentials connected")
+			} else if !errors.Is(err, nats.ErrAuthorization) {
+				t.Fatalf("connect without credentials = %v, want an authorization error", err)
+			}
+			auth := nats.Token(opts.Token)
+			if opts.User != "" {
+				auth = nats.UserInfo(opts.User, opts.Password)
+			}
+			nc, err := nats.Connect(url, auth)
+			if err != nil {
+				t.Fatalf("connect with the credentials: %v", err)
+			}
+			nc.Close()
+			// The agent's own connection presents them without being told.
+			nc, err = s.InProcessConn()
+			if err != nil {
+				t.Fatalf("in-process connect: %v", err)
+			}
+			nc.Close()
+		})
+	}
+	for name, opts := range map[string]natsembed.Options{
+		"token and user":    {Token: "t", User: "u", Password: "p"},
+		"user, no password": {User: "u"},
+	} {
+		if s, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Token: opts.Token, User: opts.User, Password: opts.Password}); err == nil {
+			s.Shutdown()
+			t.Errorf("Start with %s = nil error", name)
+		}
+	}
+}

@@ -27,7 +27,10 @@ import (
 type Options struct {
 	// DataDir holds the member's local state (in DataDir/state).
 	DataDir string
-	Agent   agent.Options
+	// Store configures the local store (its Logger is set from Logger).
+	// Open waits (answering ctx) while the store's disk is short of space.
+	Store statestore.Options
+	Agent agent.Options
 	// Listen is the worker API's address ("127.0.0.1:0" picks a port);
 	// empty means the member serves no API.
 	Listen string
@@ -54,7 +57,9 @@ type Member struct {
 // closes what it opened if a later step fails. Nothing runs yet.
 func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) {
 	m := &Member{log: o.Logger}
-	m.Store, err = statestore.Open(filepath.Join(o.DataDir, "state"), statestore.Options{Logger: o.Logger.With().Str("component", "pebble").Logger()})
+	sopts := o.Store
+	sopts.Logger = o.Logger.With().Str("component", "pebble").Logger()
+	m.Store, err = statestore.OpenWait(ctx, filepath.Join(o.DataDir, "state"), sopts)
 	if err != nil {
 		return nil, fmt.Errorf("open local state in %s: %w", o.DataDir, err)
 	}
@@ -85,9 +90,10 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 }
 
 // Run runs the agent and the API until ctx ends or one of them stops on its
-// own. When ctx ends, it first calls beforeStop (if set) while both still
-// run (the binary hands its tasks over there), then stops the API, then the
-// agent. It returns the first error that stopped either.
+// own, or the store fails for good. When ctx ends, it first calls
+// beforeStop (if set) while both still run (the binary hands its tasks over
+// there), then stops the API, then the agent. It returns the first error
+// that stopped either, or the store's failure.
 func (m *Member) Run(ctx context.Context, beforeStop func()) error {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	apiCtx, stopAPI := context.WithCancel(context.Background())
@@ -120,6 +126,13 @@ func (m *Member) Run(ctx context.Context, beforeStop func()) error {
 		// The worker can no longer reach this member: stop, so that the
 		// group fails its tasks over, instead of holding them unserved.
 		m.log.Error().Err(err).Msg("worker API stopped; stopping the agent")
+	case <-m.Store.Failed():
+		// The local store cannot serve any more: stop, so that the group
+		// fails the tasks over; a restart reopens (or rebuilds) it.
+		stopAPI()
+		stopRun()
+		_ = g.Wait()
+		return fmt.Errorf("local state failed, stopping the agent; restart it (a corrupt store is moved aside and rebuilt from the changelog): %w", m.Store.Err())
 	}
 	stopAPI()
 	stopRun()

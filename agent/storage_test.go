@@ -1,0 +1,186 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/statestore"
+)
+
+func putReq(v string) httpapi.CommitRequest {
+	return httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte(v)}}, Checkpoint: []byte(v)}
+}
+
+// A commit while the local store's disk is full is refused with 503
+// before anything reaches the changelog, readiness says why, and commits
+// resume once the disk has room.
+func TestCommitOnFullDiskRefusedThenResumes(t *testing.T) {
+	fs := vfs.NewMem()
+	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 1 << 31})
+	c := newCluster(t, testConfig("orders-0", ""))
+	c.storeOptions = func(string) statestore.Options {
+		return statestore.Options{FS: fs, MinFree: 64 << 20}
+	}
+	m1 := c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	waitFor(t, 10*time.Second, "a first commit", func() error {
+		_, err := m1.a.Commit(ctx, "orders-0", putReq("1"))
+		return err
+	})
+	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := log.Last(ctx, "orders-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 20, TotalBytes: 1 << 31})
+	waitFor(t, 10*time.Second, "readiness to report the full disk", func() error {
+		if err := m1.a.Ready(); err == nil || !errors.Is(err, statestore.ErrFull) {
+			return fmt.Errorf("Ready() = %v, want ErrFull", err)
+		}
+		return nil
+	})
+	for i := range 20 {
+		_, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i+2)))
+		if !errors.Is(err, httpapi.ErrUnavailable) || !strings.Contains(err.Error(), "nothing was written") {
+			t.Fatalf("commit on a full disk = %v, want ErrUnavailable, nothing written", err)
+		}
+	}
+	if last, err := log.Last(ctx, "orders-0"); err != nil || last != before {
+		t.Fatalf("changelog of orders-0 ends at %d (%v) after refused commits, want %d", last, err, before)
+	}
+
+	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 1 << 31})
+	waitFor(t, 10*time.Second, "commits to resume", func() error {
+		_, err := m1.a.Commit(ctx, "orders-0", putReq("ok"))
+		return err
+	})
+	if err := m1.a.Ready(); err != nil {
+		t.Fatalf("Ready after space returned: %v", err)
+	}
+	if v, err := m1.store.Get("orders-0", []byte("k")); err != nil || string(v) != "ok" {
+		t.Fatalf("k = %q, %v; want ok", v, err)
+	}
+}
+
+// A task whose changelog was purged whole, failing over to a member
+// without a copy, is not served empty: the activation is refused and
+// counted, until the operator accepts the loss.
+func TestPurgedChangelogRefusesActivation(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0", ""))
+	c.registry = map[string]*prometheus.Registry{"m2": prometheus.NewRegistry()}
+	accept := false
+	c.agentOptions = func(id string, o *agent.Options) {
+		if accept {
+			o.AcceptStateLoss = []string{"orders-0"}
+		}
+	}
+	m1 := c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active on m1", func() error { return c.activeEverywhere(c.view()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 5 {
+		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.crash("m1")
+	if err := os.RemoveAll(m1.dir); err != nil {
+		t.Fatal(err)
+	}
+	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Stream().Purge(ctx, jetstream.WithPurgeSubject(log.Subject("orders-0"))); err != nil {
+		t.Fatal(err)
+	}
+
+	m2 := c.start("m2")
+	waitFor(t, 30*time.Second, "the refused activation to be counted", func() error {
+		if n := counterValue(t, c.registry["m2"], "handoff_restore_refused_total"); n != 1 {
+			return fmt.Errorf("handoff_restore_refused_total = %v", n)
+		}
+		return nil
+	})
+	if _, err := m2.a.Commit(ctx, "orders-0", putReq("x")); !errors.Is(err, httpapi.ErrNotOwner) {
+		t.Fatalf("commit to a task whose state is lost = %v, want ErrNotOwner", err)
+	}
+	if _, ok, err := m2.store.Meta("orders-0"); ok || err != nil {
+		t.Fatalf("m2 holds orders-0 (%v, %v), want nothing", ok, err)
+	}
+
+	c.stop("m2")
+	accept = true
+	c.registry["m2"] = prometheus.NewRegistry()
+	m2 = c.start("m2")
+	waitFor(t, 30*time.Second, "orders-0 to start empty once its loss is accepted", func() error {
+		_, err := m2.a.Commit(ctx, "orders-0", putReq("after"))
+		return err
+	})
+}
+
+// A member whose store was found corrupt starts with it moved aside and
+// empty, counts the rebuild, and restores its task from the changelog.
+func TestCorruptStoreRebuiltFromChangelog(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0", ""))
+	c.registry = map[string]*prometheus.Registry{"m1": prometheus.NewRegistry()}
+	m1 := c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 5 {
+		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stop("m1")
+	manifests, _ := filepath.Glob(filepath.Join(m1.dir, "state", "MANIFEST-*"))
+	if len(manifests) == 0 {
+		t.Fatal("no MANIFEST in the store")
+	}
+	b, err := os.ReadFile(manifests[len(manifests)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(manifests[len(manifests)-1], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	c.registry["m1"] = prometheus.NewRegistry()
+	m1 = c.start("m1")
+	if n := counterValue(t, c.registry["m1"], "handoff_store_rebuilds_total"); n != 1 {
+		t.Fatalf("handoff_store_rebuilds_total = %v, want 1", n)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(m1.dir, "state.corrupt-*")); len(aside) != 1 {
+		t.Fatalf("moved-aside stores: %v, want one", aside)
+	}
+	waitFor(t, 20*time.Second, "orders-0 restored", func() error {
+		v, err := m1.a.Get("orders-0", []byte("k"))
+		if err != nil || string(v) != "4" {
+			return fmt.Errorf("k = %q, %v; want the last commit's 4", v, err)
+		}
+		return nil
+	})
+}

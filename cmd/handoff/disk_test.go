@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/handoffhq/handoff/httpapi"
+)
+
+// mountTmpfs mounts a tmpfs of size under the test's temporary directory,
+// or skips the test where that is not allowed.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	return dir
+}
+
+// fillDisk writes a file into dir until its disk is full.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "fill")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill %s: %v", dir, err)
+			}
+			return path
+		}
+	}
+}
+
+// commitHTTP commits one 8 KiB value to task at epoch and returns the
+// status and error code.
+func commitHTTP(t *testing.T, api, task string, epoch uint64, i int) (int, string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{
+		"epoch":      epoch,
+		"checkpoint": base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%d", i)),
+		"puts": []map[string]string{{
+			"key":   base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "k%d", i%50)),
+			"value": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{'v'}, 8<<10)),
+		}},
+	})
+	resp, err := http.Post("http://"+api+"/tasks/"+task+"/commit", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("commit %d: %v (the agent died?)", i, err)
+	}
+	defer resp.Body.Close()
+	var eb httpapi.ErrorBody
+	_ = json.NewDecoder(resp.Body).Decode(&eb)
+	return resp.StatusCode, eb.Code
+}
+
+// TestFullDiskProcess fills the disk of a running agent's store (a small
+// tmpfs): commits are refused with 503 and nothing crashes, readiness says
+// so, writes resume once space is freed, and SIGTERM still works; a start
+// on the full disk waits for space and answers SIGTERM.
+func TestFullDiskProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the agent as a child process")
+	}
+	disk := mountTmpfs(t, "16m")
+	dataDir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(disk, "state"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Only the store is on the small disk; the embedded NATS is not.
+	if err := os.Symlink(filepath.Join(disk, "state"), filepath.Join(dataDir, "state")); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--group", "disk", "--member-id", "m1", "--data-dir", dataDir,
+		"--listen", "127.0.0.1:0", "--embedded-nats-listen", "127.0.0.1:0", "--tasks", "orders-0",
+		"--store-min-free-mb", "4", "--release-timeout", "1s"}
+	a := startAgent(t, "m1", nil, args...)
+	v := a.waitView(startDeadline, "orders-0 active", func(v httpapi.View) bool { return activeCount(v) == 1 })
+	epoch := v.Tasks[0].Epoch
+	readyz := func() int {
+		resp, err := http.Get(a.url("/readyz"))
+		if err != nil {
+			t.Fatalf("readyz: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(startDeadline)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			<-time.After(20 * time.Millisecond) // polling a condition
+		}
+	}
+	i := 0
+	until("a first commit", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s == http.StatusOK })
+
+	fill := fillDisk(t, disk)
+	until("commits refused", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s != http.StatusOK })
+	for range 200 {
+		i++
+		if s, code := commitHTTP(t, a.api, "orders-0", epoch, i); s != http.StatusServiceUnavailable || code != httpapi.CodeUnavailable {
+			t.Fatalf("commit on a full disk = %d %s, want 503 %s", s, code, httpapi.CodeUnavailable)
+		}
+	}
+	if s := readyz(); s != http.StatusServiceUnavailable {
+		t.Fatalf("readyz on a full disk = %d, want 503", s)
+	}
+	if n := strings.Count(a.output(), "local store: refusing writes"); n > 2 {
+		t.Errorf("%d log lines for refused writes within seconds, want them rate-limited", n)
+	}
+
+	if err := os.Remove(fill); err != nil {
+		t.Fatal(err)
+	}
+	until("commits to resume", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s == http.StatusOK })
+	if s := readyz(); s != http.StatusOK {
+		t.Fatalf("readyz after space returned = %d, want 200", s)
+	}
+	a.signal(syscall.SIGTERM)
+	if code := a.waitExit(exitDeadline); code != 0 {
+		t.Fatalf("exit status after SIGTERM = %d, want 0", code)
+	}
+
+	// A start on the full disk waits for space, and SIGTERM ends the wait.
+	fill = fillDisk(t, disk)
+	b := spawnAgent(t, "m1 on a full disk", nil, args...)
+	b.waitLog("local store: waiting for free space", startDeadline)
+	b.signal(syscall.SIGTERM)
+	if code := b.waitExit(exitDeadline); code != 1 {
+		t.Fatalf("exit status after SIGTERM while waiting for space = %d, want 1", code)
+	}
+	if err := os.Remove(fill); err != nil {
+		t.Fatal(err)
+	}
+	c := startAgent(t, "m1 restarted", nil, args...)
+	c.waitView(startDeadline, "orders-0 active again", func(v httpapi.View) bool { return activeCount(v) == 1 })
+}

@@ -1,0 +1,479 @@
+// Package conformance checks that a worker of any language follows the
+// worker's contract of the handoff agent (docs/api.md), from the agent's
+// side. It runs a real group on an embedded NATS server: a real agent whose
+// API the worker reaches through a recording, fault-injecting proxy, and a
+// second real member that joins and leaves to make tasks move. It publishes
+// the conformance job's input, drives the worker through joins, revokes,
+// injected 503, 409 not_owner and 409 resume answers and a final leave, and
+// then judges each case from what the proxy recorded.
+//
+// The conformance job is the counter of examples/counter and
+// examples/python: count how often each key occurs in a task's input and
+// commit the counts with the input sequence reached as the checkpoint. A
+// known job is what lets the run check, commit by commit, that a worker
+// resumed each task from the right checkpoint and never applied input
+// twice.
+//
+// The package is internal: its one user is the handoff conformance
+// command, and keeping it out of the public API leaves the cases free to
+// grow without a compatibility promise beyond the command's output.
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/client"
+	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/natsembed"
+)
+
+// Defaults of Options.
+const (
+	DefaultTasks       = 4
+	DefaultGroup       = "conformance"
+	DefaultInputEvery  = 10 * time.Millisecond
+	DefaultPhaseWait   = 30 * time.Second
+	DefaultReleaseWait = 3 * time.Second
+)
+
+// releaseTimeout is the group's release timeout: short, so that a worker
+// that never releases costs the run seconds, not minutes, but longer than
+// DefaultReleaseWait, so that the agent never moves a task that the worker
+// is still expected to release.
+const releaseTimeout = 5 * time.Second
+
+// Options configure Run.
+type Options struct {
+	// Command starts the worker under test; it gets the variables Env*.
+	Command []string
+	// Tasks is how many stateful tasks the group has (at least 4).
+	Tasks int
+	// InputEvery is the pause between two input messages of each task.
+	InputEvery time.Duration
+	// PhaseWait bounds each step of the run (the worker's start-up
+	// included).
+	PhaseWait time.Duration
+	// ReleaseWait is how soon after a revoke reaches the worker its
+	// release must arrive.
+	ReleaseWait time.Duration
+	// Dir keeps the run's data, agents' log and worker's log; empty uses a
+	// temporary directory, removed unless a case failed.
+	Dir string
+	// Progress, if set, gets one line per step of the run.
+	Progress io.Writer
+}
+
+func (o *Options) setDefaults() error {
+	if len(o.Command) == 0 {
+		return errors.New("no worker command: give it after --, such as: handoff conformance -- python3 examples/python/worker.py")
+	}
+	if o.Tasks == 0 {
+		o.Tasks = DefaultTasks
+	}
+	if o.Tasks < 4 {
+		return fmt.Errorf("%d tasks: the cases need at least 4", o.Tasks)
+	}
+	if o.InputEvery <= 0 {
+		o.InputEvery = DefaultInputEvery
+	}
+	if o.PhaseWait <= 0 {
+		o.PhaseWait = DefaultPhaseWait
+	}
+	if o.ReleaseWait <= 0 {
+		o.ReleaseWait = DefaultReleaseWait
+	}
+	return nil
+}
+
+// run is one conformance run's state.
+type run struct {
+	o     Options
+	dir   string
+	log   zerolog.Logger
+	tasks []string
+	token string
+	cfg   assign.Config
+
+	srv  *natsembed.Server
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	a, b *member
+	// The second member's in-process counter worker.
+	bCancel context.CancelFunc
+	bDone   chan struct{}
+	bErr    error
+
+	rec    *recorder
+	px     *proxy
+	prod   *producer
+	worker *process
+
+	// What the run did, for the cases to judge.
+	notes  []string // steps that did not complete, in order
+	faults map[string]*call
+	leftAt time.Time // the second member left
+	killed bool      // the run had to kill the worker
+	moved  []string  // the tasks the second member took
+}
+
+// Run runs the worker of o.Command through the conformance cases and
+// reports on each. The error is for a run that could not be set up; a
+// worker that fails a case is a Report with Passed false.
+func Run(ctx context.Context, o Options) (rep Report, err error) {
+	if err := o.setDefaults(); err != nil {
+		return rep, err
+	}
+	started := time.Now()
+	r := &run{o: o, faults: map[string]*call{}, rec: &recorder{}}
+	cleanup, err := r.openDir()
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		if cleanup(rep.Passed) {
+			rep.Dir = ""
+		}
+	}()
+	defer r.close()
+	if err := r.setup(ctx); err != nil {
+		return rep, err
+	}
+	r.drive(ctx)
+	r.stopWorker()
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("conformance run interrupted: %w", context.Cause(ctx))
+	}
+	rep = r.report()
+	rep.Duration = time.Since(started).Round(time.Millisecond).String()
+	return rep, nil
+}
+
+// openDir makes the run's directory and log. cleanup removes a temporary
+// directory after a run that passed, and says whether it did.
+func (r *run) openDir() (cleanup func(passed bool) (removed bool), err error) {
+	r.dir = r.o.Dir
+	temp := r.dir == ""
+	if temp {
+		if r.dir, err = os.MkdirTemp("", "handoff-conformance-"); err != nil {
+			return nil, fmt.Errorf("make the run's directory: %w", err)
+		}
+	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make the run's directory: %w", err)
+	}
+	f, err := os.Create(filepath.Join(r.dir, "agents.log"))
+	if err != nil {
+		return nil, fmt.Errorf("create the agents' log: %w", err)
+	}
+	r.log = zerolog.New(f).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	return func(passed bool) bool {
+		_ = f.Close()
+		if temp && passed {
+			return os.RemoveAll(r.dir) == nil
+		}
+		return false
+	}, nil
+}
+
+func (r *run) progress(format string, args ...any) {
+	if r.o.Progress != nil {
+		fmt.Fprintf(r.o.Progress, "conformance: "+format+"\n", args...)
+	}
+}
+
+// setup starts NATS, the input, the worker's agent, the proxy and the
+// worker.
+func (r *run) setup(ctx context.Context) (err error) {
+	for i := range r.o.Tasks {
+		r.tasks = append(r.tasks, "c-"+strconv.Itoa(i))
+	}
+	var tok [16]byte
+	_, _ = rand.Read(tok[:])
+	r.token = hex.EncodeToString(tok[:])
+	r.cfg = assign.DefaultConfig()
+	r.cfg.Stateful = []string{fmt.Sprintf("c-0..%d", r.o.Tasks-1)}
+	r.cfg.ReleaseTimeout = assign.Duration(releaseTimeout)
+	r.cfg.LeaveTimeout = assign.Duration(r.o.PhaseWait)
+
+	r.srv, err = natsembed.Start(natsembed.Options{DataDir: filepath.Join(r.dir, "nats"), Listen: "127.0.0.1:0", Logger: r.log.With().Str("component", "nats").Logger()})
+	if err != nil {
+		return fmt.Errorf("start NATS: %w", err)
+	}
+	if r.nc, err = nats.Connect(r.srv.ClientURL(), nats.Name("handoff-conformance")); err != nil {
+		return fmt.Errorf("connect to NATS: %w", err)
+	}
+	if r.js, err = jetstream.New(r.nc); err != nil {
+		return fmt.Errorf("open JetStream: %w", err)
+	}
+	if err := countworker.EnsureStream(ctx, r.js, countworker.StreamName(DefaultGroup), DefaultGroup); err != nil {
+		return err
+	}
+	if r.a, err = startMember(ctx, r.srv.ClientURL(), r.dir, DefaultGroup, "worker-under-test", r.token, r.cfg, r.log); err != nil {
+		return err
+	}
+	if r.px, err = newProxy(r.a.URL(), r.rec); err != nil {
+		return err
+	}
+	r.px.start()
+	r.prod = &producer{js: r.js, group: DefaultGroup, tasks: r.tasks, every: r.o.InputEvery, published: map[string][]message{}}
+	r.progress("agent %s on %s, worker's API (recording proxy) on %s", r.a.id, r.a.URL(), r.px.URL())
+	r.worker, err = startWorker(r.o.Command, []string{
+		EnvSidecarURL + "=" + r.px.URL(),
+		EnvSidecarToken + "=" + r.token,
+		EnvNATSURL + "=" + r.srv.ClientURL(),
+		EnvGroup + "=" + DefaultGroup,
+	}, r.dir)
+	return err
+}
+
+// close stops everything setup started, in reverse.
+func (r *run) close() {
+	if r.worker != nil {
+		r.worker.kill()
+	}
+	if r.b != nil {
+		_ = r.stopSecond()
+	}
+	if r.px != nil {
+		r.px.close()
+	}
+	if r.a != nil {
+		_ = r.a.stop()
+	}
+	if r.nc != nil {
+		r.nc.Close()
+	}
+	if r.srv != nil {
+		r.srv.Shutdown()
+	}
+}
+
+// drive runs the steps. A step that does not complete in time is noted and
+// the run goes on where it can, so that every case gets judged.
+func (r *run) drive(ctx context.Context) {
+	prodCtx, stopInput := context.WithCancel(ctx)
+	prodDone := make(chan error, 1)
+	go func() { prodDone <- r.prod.run(prodCtx) }()
+	defer func() {
+		stopInput()
+		if err := <-prodDone; err != nil {
+			r.note("input: %v", err)
+		}
+	}()
+
+	r.progress("waiting for the worker to commit on every task")
+	if !r.wait(ctx, "the worker commits on every task", func() bool { return r.committedAll(r.tasks, time.Time{}) }) {
+		return
+	}
+
+	r.progress("injecting 503 unavailable, 409 resume, 409 not_owner and a commit left unanswered")
+	r.injectFaults(ctx)
+
+	r.progress("a second member joins: tasks are revoked from the worker")
+	if !r.join(ctx) {
+		return
+	}
+
+	r.progress("the second member leaves: its tasks come back, one of them revoked before the worker is shown it")
+	if !r.leaveSecond(ctx) {
+		return
+	}
+	// The hidden task is chosen when the worker polls the view that
+	// activates it, which may be after the agent shows it.
+	r.wait(ctx, "the worker commits on the tasks that came back", func() bool {
+		hidden, _ := r.px.hidden()
+		back := slices.DeleteFunc(slices.Clone(r.moved), func(t string) bool { return t == hidden })
+		return hidden != "" && r.committedAll(back, r.leftAt)
+	})
+
+	r.progress("the worker's member leaves: every task is revoked, then the worker is told to shut down")
+	if _, err := r.a.agent.Leave(ctx); err != nil {
+		r.note("leave the worker's member: %v", err)
+		return
+	}
+	r.waitExit(ctx, r.o.PhaseWait)
+}
+
+func (r *run) note(format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+	r.progress("  "+format, args...)
+}
+
+// wait polls cond until it holds, the worker exits or the step's time is
+// up; it notes a step that did not complete.
+func (r *run) wait(ctx context.Context, what string, cond func() bool) bool {
+	deadline := time.Now().Add(r.o.PhaseWait)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		if !r.worker.running() {
+			r.note("%s: the worker %s before that (see %s)", what, r.worker.status(), r.worker.logPath)
+			return false
+		}
+		if time.Now().After(deadline) {
+			r.note("%s: not within %v", what, r.o.PhaseWait)
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// waitExit waits up to d for the worker to exit.
+func (r *run) waitExit(ctx context.Context, d time.Duration) {
+	select {
+	case <-r.worker.done:
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+// stopWorker kills the worker if it is still running.
+func (r *run) stopWorker() {
+	if r.worker.running() {
+		r.killed = true
+	}
+	r.worker.kill()
+}
+
+// committedAll reports whether each of tasks has an accepted commit that
+// started after since.
+func (r *run) committedAll(tasks []string, since time.Time) bool {
+	done := map[string]bool{}
+	for _, c := range r.rec.snapshot() {
+		if c.Kind == callCommit && c.Status == 200 && c.Start.After(since) {
+			done[c.Task] = true
+		}
+	}
+	for _, t := range tasks {
+		if !done[t] {
+			return false
+		}
+	}
+	return true
+}
+
+// injectFaults answers one commit of c-0 and one poll with 503, one commit
+// of c-1 with 409 resume (after the agent accepted it) and one commit of
+// c-2 with 409 not_owner, leaves one commit of c-3 unanswered as a paused
+// agent would, then waits for the worker to go on.
+func (r *run) injectFaults(ctx context.Context) {
+	fired := map[string]<-chan *call{
+		"unavailable-commit": r.px.arm(callCommit, r.tasks[0], faultUnavailable),
+		"resume":             r.px.arm(callCommit, r.tasks[1], faultResume),
+		"not_owner":          r.px.arm(callCommit, r.tasks[2], faultNotOwner),
+		"unavailable-poll":   r.px.arm(callAssignment, "", faultUnavailable),
+		"hang":               r.px.arm(callCommit, r.tasks[3], faultHang),
+	}
+	r.px.kickPolls()
+	for _, name := range []string{"unavailable-commit", "resume", "not_owner", "unavailable-poll", "hang"} {
+		select {
+		case c := <-fired[name]:
+			r.faults[name] = c
+		case <-time.After(r.o.PhaseWait):
+			r.note("fault %s: the worker made no call to answer it with within %v", name, r.o.PhaseWait)
+		case <-ctx.Done():
+			return
+		}
+	}
+	if c := r.faults["unavailable-commit"]; c != nil {
+		r.wait(ctx, "a commit of "+c.Task+" accepted after the 503", func() bool { return r.committedAll([]string{c.Task}, c.End) })
+	}
+	if c := r.faults["resume"]; c != nil {
+		r.wait(ctx, "a commit of "+c.Task+" accepted after the 409 resume", func() bool { return r.committedAll([]string{c.Task}, c.End) })
+	}
+	if c := r.faults["hang"]; c != nil {
+		r.wait(ctx, "a commit of "+c.Task+" accepted after the unanswered one", func() bool { return r.committedAll([]string{c.Task}, c.End) })
+	}
+}
+
+// join starts the second member with an in-process counter worker and
+// waits until it holds its share of the tasks.
+func (r *run) join(ctx context.Context) bool {
+	var err error
+	if r.b, err = startMember(ctx, r.srv.ClientURL(), r.dir, DefaultGroup, "second-member", r.token, r.cfg, r.log); err != nil {
+		r.note("start the second member: %v", err)
+		return false
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.bCancel, r.bDone = cancel, make(chan struct{})
+	go func() {
+		defer close(r.bDone)
+		r.bErr = countworker.Run(wctx, countworker.Options{
+			Client: client.New(r.b.URL(), client.WithToken(r.token)),
+			JS:     r.js,
+			Group:  DefaultGroup,
+			Logger: r.log.With().Str("member", r.b.id).Str("component", "worker").Logger(),
+		})
+	}()
+	share := r.o.Tasks / 2
+	return r.wait(ctx, "the second member takes its share of the tasks", func() bool {
+		return len(activeTasks(r.b.agent.Assignment())) == share
+	})
+}
+
+// leaveSecond makes the second member leave, hiding the activation of one
+// of its tasks on the way back, and waits until the worker's member holds
+// every task again.
+func (r *run) leaveSecond(ctx context.Context) bool {
+	r.moved = activeTasks(r.b.agent.Assignment())
+	r.px.hideNext(r.moved)
+	if _, err := r.b.agent.Leave(ctx); err != nil {
+		r.note("leave the second member: %v", err)
+		return false
+	}
+	ok := r.wait(ctx, "every task is active on the worker's member again", func() bool {
+		return len(activeTasks(r.a.agent.Assignment())) == r.o.Tasks
+	})
+	select {
+	case <-r.bDone:
+	case <-time.After(r.o.PhaseWait):
+		r.note("the second member's worker did not shut down within %v", r.o.PhaseWait)
+	}
+	if err := r.stopSecond(); err != nil {
+		r.note("%v", err)
+	}
+	r.leftAt = time.Now()
+	return ok
+}
+
+// stopSecond stops the second member's worker, then the member.
+func (r *run) stopSecond() error {
+	r.bCancel()
+	<-r.bDone
+	err := errors.Join(r.bErr, r.b.stop())
+	r.b = nil
+	return err
+}
+
+// activeTasks lists the tasks v shows active and not revoked.
+func activeTasks(v httpapi.View) []string {
+	var out []string
+	for _, tv := range v.Tasks {
+		if tv.Role == httpapi.RoleActive && !slices.Contains(v.Revoke, tv.ID) {
+			out = append(out, tv.ID)
+		}
+	}
+	return out
+}
