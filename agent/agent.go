@@ -66,7 +66,7 @@ type Options struct {
 	// Registerer receives the agent's metrics; nil means none.
 	Registerer prometheus.Registerer
 	// Snapshots configure the snapshots this member takes of the tasks it
-	// owns (snapshot.go); the zero value takes them with the defaults.
+	// owns (snapshotter.go); the zero value takes them with the defaults.
 	Snapshots SnapshotOptions
 	// AcceptStateLoss names tasks this member activates empty even when
 	// the group's records show a history that is nowhere to be found

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
@@ -270,7 +271,7 @@ func checkChangelog(t *testing.T, c *cluster, tasks []string, acks []invariants.
 		byTask[a.Task] = append(byTask[a.Task], a)
 	}
 	for _, task := range tasks {
-		recs, err := invariants.ReadTask(ctx, c.js, c.group, task)
+		recs, err := changelog.ReadTask(ctx, c.js, c.group, task)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +294,7 @@ func checkChangelog(t *testing.T, c *cluster, tasks []string, acks []invariants.
 				}
 			}
 		}
-		st := invariants.Replay(recs)
+		st := changelog.Replay(recs)
 		if len(st.Checkpoint) != 8 {
 			t.Errorf("%s: no checkpoint after replay", task)
 			continue

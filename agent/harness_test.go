@@ -16,6 +16,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/natstest"
@@ -123,7 +124,7 @@ func (c *cluster) run(m *member, snaps agent.SnapshotOptions) *member {
 	}
 	m.a, m.store = m.sc.Agent, m.sc.Store
 	if c.kv == nil {
-		if c.kv, err = c.js.KeyValue(ctx, agent.BucketName(c.group)); err != nil {
+		if c.kv, err = c.js.KeyValue(ctx, group.BucketName(c.group)); err != nil {
 			c.t.Fatalf("open bucket: %v", err)
 		}
 	}
@@ -182,7 +183,7 @@ func (c *cluster) view() httpapi.GroupView {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	gv, err := agent.ReadGroup(ctx, c.kv, c.group, nil)
+	gv, err := group.ReadGroup(ctx, c.kv, c.group, nil)
 	if err != nil {
 		c.t.Fatalf("read group: %v", err)
 	}

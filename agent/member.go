@@ -71,27 +71,27 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord, k
 		return nil
 	}
 	prevRev := a.assignedRev
-	prevEntry := a.assigned
+	prevAssigned := a.assigned
 	a.mu.Unlock()
 
-	rev, included := g.Entries[a.opts.MemberID]
-	entry := group.MemberAssignment{Member: a.opts.MemberID}
+	rev, included := g.Assignments[a.opts.MemberID]
+	mine := group.MemberAssignment{Member: a.opts.MemberID}
 	switch {
 	case !included:
 	case rev == prevRev:
-		entry = prevEntry
+		mine = prevAssigned
 	case rev == known.rev:
-		entry = known.ma
+		mine = known.ma
 	default:
 		_, e, err := group.ReadMemberAssignment(ctx, a.kv, a.opts.MemberID, rev)
 		if err != nil {
 			return err
 		}
-		entry = e
+		mine = e
 	}
 
 	want := map[string]desired{}
-	for id, t := range entry.Tasks {
+	for id, t := range mine.Tasks {
 		want[id] = desired{
 			role:       httpapi.RoleActive,
 			epoch:      t.Epoch,
@@ -100,10 +100,10 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord, k
 			handoffAt:  t.HandoffAt,
 		}
 	}
-	for _, id := range entry.Learning {
+	for _, id := range mine.Learning {
 		want[id] = desired{role: httpapi.RoleLearner}
 	}
-	for _, id := range entry.Standby {
+	for _, id := range mine.Standby {
 		want[id] = desired{role: httpapi.RoleStandby}
 	}
 
@@ -113,7 +113,7 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord, k
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.generation = g.Generation
-	a.assigned = entry
+	a.assigned = mine
 	a.assignedRev = rev
 	if included {
 		a.included = true

@@ -147,12 +147,18 @@ func (t Task) context(ctx context.Context) (context.Context, context.CancelFunc)
 // here; it is released when revoked.
 type TaskFunc func(ctx context.Context, t Task) error
 
-// EventType says what an Event reports.
+// EventType says what an Event reports. These are the one definition of a
+// Go worker's event names: a worker that logs its events (examples/counter)
+// writes them, and the checkers that read such logs compare against them.
 type EventType string
 
 // Events of Run, in the order a task goes through them.
 const (
-	EventStart    EventType = "start"    // fn is starting: Task, Epoch, Checkpoint
+	EventStart EventType = "start" // fn is starting: Task, Epoch, Checkpoint
+	// EventCommit is not emitted by Run: it names a commit the agent
+	// acknowledged, for workers that log their own commits beside Run's
+	// events (the Seq of Task.Commit's result).
+	EventCommit   EventType = "commit"
 	EventRestart  EventType = "restart"  // fn failed (Err); it restarts after Backoff
 	EventRefused  EventType = "refused"  // fn returned ErrNotOwner (Code); the task is left alone
 	EventStop     EventType = "stop"     // fn returned after a stop: Seq and Checkpoint of its last commit

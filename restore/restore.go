@@ -2,7 +2,7 @@
 // store's applied sequence to the end, or on and on while the member is a
 // learner or a standby (tailing), reporting its progress as it goes. When
 // the store has nothing of the task, or the changelog was trimmed past its
-// copy, it loads the task's snapshot first (snapshot.go).
+// copy, it loads the task's snapshot first (startpoint.go).
 package restore
 
 import (
@@ -66,7 +66,7 @@ type Options struct {
 	Logger     zerolog.Logger
 	// Snapshots, if set, is the group's snapshot bucket: Run loads a
 	// snapshot when the store has nothing of the task or when the
-	// changelog was trimmed past its copy (see snapshot.go).
+	// changelog was trimmed past its copy (see startpoint.go).
 	Snapshots *snapshot.Bucket
 	// History is what the group's records say about the task's past: a
 	// task with one whose state is nowhere to be found stops Run with
@@ -214,7 +214,7 @@ func (r *Replayer) publish(p Progress) {
 }
 
 // Run replays the task's changelog from the store's applied sequence + 1,
-// or from a snapshot it loads first (see snapshot.go).
+// or from a snapshot it loads first (see startpoint.go).
 // Without Tail it returns nil once it has applied everything that was on the
 // subject when it reached the end; with Tail it keeps applying new messages
 // until ctx ends, then returns nil. A message that does not decode stops Run

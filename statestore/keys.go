@@ -10,7 +10,7 @@ import (
 //
 //	data:    'd' | uvarint(len(task)) | task | user key
 //	meta:    'm' | task
-//	loading: 'l' | task   (a snapshot load in progress: snapshot.go)
+//	loading: 'l' | task   (a snapshot load in progress: transfer.go)
 //
 // The length prefix makes a task's data prefix prefix-free: no other task's
 // data key can start with it, so one task's keyspace is exactly the range

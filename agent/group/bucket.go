@@ -14,7 +14,7 @@ import (
 )
 
 // kvHistory keeps a few revisions of every key so that a member can read the
-// entry a generation names even if a newer one was written meanwhile.
+// assignment a generation names even if a newer one was written meanwhile.
 const kvHistory = 8
 
 // OpenBucket creates or updates the group's KV bucket idempotently and

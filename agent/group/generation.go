@@ -42,8 +42,8 @@ func LoadPublisher(ctx context.Context, kv jetstream.KeyValue, leader string) (*
 	if !ok {
 		return p, assign.Assignment{Tasks: map[string]*assign.TaskAssignment{}}, nil
 	}
-	parts := make(map[string]MemberAssignment, len(g.Entries))
-	for id, rev := range g.Entries {
+	parts := make(map[string]MemberAssignment, len(g.Assignments))
+	for id, rev := range g.Assignments {
 		data, ma, err := ReadMemberAssignment(ctx, kv, id, rev)
 		if err != nil {
 			return nil, assign.Assignment{}, err
@@ -105,14 +105,14 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		}
 	}
 	g := GenerationRecord{
-		Generation: res.Assignment.Generation,
-		Leader:     p.leader,
-		Published:  time.Now(),
-		Entries:    revs,
-		Unassigned: unassigned,
-		Leaving:    res.Assignment.Leaving,
-		Round:      res.Assignment.Round,
-		Shutdown:   res.Shutdown,
+		Generation:  res.Assignment.Generation,
+		Leader:      p.leader,
+		Published:   time.Now(),
+		Assignments: revs,
+		Unassigned:  unassigned,
+		Leaving:     res.Assignment.Leaving,
+		Round:       res.Assignment.Round,
+		Shutdown:    res.Shutdown,
 	}
 	data, err := json.Marshal(g)
 	if err != nil {
@@ -233,7 +233,7 @@ func ReadAssignment(ctx context.Context, kv jetstream.KeyValue) (GenerationRecor
 		return GenerationRecord{}, nil, assign.Assignment{}, err
 	}
 	parts := map[string]MemberAssignment{}
-	for id, rev := range g.Entries {
+	for id, rev := range g.Assignments {
 		_, ma, err := ReadMemberAssignment(ctx, kv, id, rev)
 		if err != nil {
 			return GenerationRecord{}, nil, assign.Assignment{}, err

@@ -11,7 +11,7 @@ import (
 
 // TestPublicationScales checks that a 10,000-task group's generation fits
 // NATS's default 1 MB message limit however its tasks are spread, and that
-// a member's entry holds only what concerns it.
+// a member's assignment holds only what concerns it.
 func TestPublicationScales(t *testing.T) {
 	const tasks, maxPayload = 10_000, 1 << 20
 	for _, members := range []int{1, 10, 1000} {
@@ -31,10 +31,10 @@ func TestPublicationScales(t *testing.T) {
 			for i, m := range in.Members {
 				live[i] = m.ID
 			}
-			entries, unassigned := Split(res.Assignment, live, res.Shutdown)
+			parts, unassigned := Split(res.Assignment, live, res.Shutdown)
 			largest := 0
 			revs := map[string]uint64{}
-			for id, e := range entries {
+			for id, e := range parts {
 				b, err := json.Marshal(e)
 				if err != nil {
 					t.Fatal(err)
@@ -43,20 +43,20 @@ func TestPublicationScales(t *testing.T) {
 				revs[id] = uint64(len(revs) + 1)
 				n := len(e.Tasks) + len(e.Learning) + len(e.Standby)
 				if members > 1 && n > 3*tasks/members {
-					t.Errorf("entry of %s holds %d task roles, want about %d", id, n, 2*tasks/members)
+					t.Errorf("assignment of %s holds %d task roles, want about %d", id, n, 2*tasks/members)
 				}
 			}
-			g, err := json.Marshal(GenerationRecord{Generation: res.Assignment.Generation, Entries: revs, Unassigned: unassigned})
+			g, err := json.Marshal(GenerationRecord{Generation: res.Assignment.Generation, Assignments: revs, Unassigned: unassigned})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("largest entry %d bytes, generation record %d bytes", largest, len(g))
+			t.Logf("largest member assignment %d bytes, generation record %d bytes", largest, len(g))
 			if largest >= maxPayload || len(g) >= maxPayload {
-				t.Errorf("largest entry %d bytes, generation record %d bytes; want both under %d", largest, len(g), maxPayload)
+				t.Errorf("largest member assignment %d bytes, generation record %d bytes; want both under %d", largest, len(g), maxPayload)
 			}
-			// Merging the entries back gives the assignment.
+			// Merging the parts back gives the assignment.
 			decoded := map[string]MemberAssignment{}
-			for id, e := range entries {
+			for id, e := range parts {
 				decoded[id] = *e
 			}
 			back := Merge(GenerationRecord{Generation: res.Assignment.Generation, Unassigned: unassigned}, decoded)

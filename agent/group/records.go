@@ -82,10 +82,13 @@ type LeaseRecord struct {
 // point at which a generation is published. It names the revision of every
 // member's assignment.
 type GenerationRecord struct {
-	Generation uint64            `json:"generation"`
-	Leader     string            `json:"leader"`
-	Published  time.Time         `json:"published"`
-	Entries    map[string]uint64 `json:"entries"`
+	Generation uint64    `json:"generation"`
+	Leader     string    `json:"leader"`
+	Published  time.Time `json:"published"`
+	// Assignments names the KV revision of each member's MemberAssignment
+	// (key PrefixAssignment + member). Its JSON name predates the Go name
+	// and stays, so that members of different versions read each other.
+	Assignments map[string]uint64 `json:"entries"`
 	// Unassigned holds tasks no live member owns, with their epochs.
 	Unassigned map[string]*assign.TaskAssignment `json:"unassigned,omitempty"`
 	Leaving    map[string]time.Time              `json:"leaving,omitempty"`

@@ -36,6 +36,10 @@ type demoSettings struct {
 	noColor, plain   bool
 }
 
+// parseDemo parses and checks the demo's flags; --help prints to out.
+// NO_COLOR (from getenv) turns colours off as --no-color does. Whether
+// stdout is a terminal is decided later, by runDemo, which forces --plain
+// and --no-color when it is not.
 func parseDemo(args []string, out io.Writer, getenv func(string) string) (demoSettings, error) {
 	var s demoSettings
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -93,7 +97,11 @@ Flags:
 	return s, nil
 }
 
-// runDemo runs the demo: set up, start, scale up, leave, report.
+// runDemo runs the demo: set up, start, scale up, leave, report. The group
+// is internal/lab's in-process one (embedded NATS, real agents, counter
+// workers) in a temporary directory. An interrupt (ctx ends) is a clean
+// exit, not an error: the lab is closed either way, and the directory
+// removed unless --keep.
 func runDemo(ctx context.Context, args []string, e *env) error {
 	s, err := parseDemo(args, e.stdout, e.getenv)
 	if err != nil {
@@ -141,7 +149,12 @@ type demo struct {
 	view *demoView
 }
 
-// run goes through the demo's phases and prints the report.
+// run goes through the demo's phases and prints the report. Every phase
+// waits for the group to settle (settle) before the next begins, and the
+// report's figures count from the scale-up on: pauses, replays and
+// learner-seconds are read from the recorder since the mark "scale up", and
+// the activations' replay as the difference of the lab's counter around it.
+// It fails if the final check does not find every count exact.
 func (d *demo) run(ctx context.Context) error {
 	s, l := d.s, d.l
 	d.view.setPhase("setting up", fmt.Sprintf("embedded NATS at %s, data in %s", l.URL(), l.Dir()))
@@ -230,7 +243,9 @@ func (d *demo) run(ctx context.Context) error {
 	return nil
 }
 
-// settle waits until the group is steady for hold and cond holds.
+// settle waits until the group is steady for hold and cond holds. Its
+// deadline is --timeout plus hold, per phase, so a long --hold never
+// counts against the time a phase has to settle.
 func (d *demo) settle(ctx context.Context, hold time.Duration, cond func(lab.Snapshot) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, d.s.timeout+hold)
 	defer cancel()

@@ -9,7 +9,8 @@ import (
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
-// demoReport is what the demo's report says.
+// demoReport is what the demo's report says. Its figures cover the run from
+// the scale-up on (see demo.run).
 type demoReport struct {
 	settings           demoSettings
 	elapsed            time.Duration

@@ -52,6 +52,8 @@ type demoView struct {
 	done    chan struct{}
 }
 
+// newDemoView returns a view that prints to w; times on screen count from
+// began. Until start, phases and lines print as they come, in both modes.
 func newDemoView(w io.Writer, s demoSettings, began time.Time) *demoView {
 	return &demoView{w: w, s: s, began: began, printed: map[string]time.Time{}}
 }
@@ -64,6 +66,7 @@ func (v *demoView) paint(code, s string) string {
 	return code + s + ansiReset
 }
 
+// stamp is t as seconds since the demo began, the time column of notes.
 func (v *demoView) stamp(t time.Time) string {
 	return fmt.Sprintf("%6.1fs", t.Sub(v.began).Seconds())
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 )
 
+// 'handoff health' exists because the image is distroless: a container
+// probe has no curl, and the binary itself must be the probe.
 func init() {
 	register("health", "probe an agent's /healthz or /readyz; exit status 0 when it answers 200", runHealth)
 }

@@ -11,6 +11,11 @@ import (
 	"testing"
 )
 
+// TestHealth runs 'handoff health' against a server that answers
+// /healthz and /readyz as an agent's API does: the address comes from
+// --addr over HANDOFF_LISTEN, a wildcard host is probed on the loopback, a
+// non-200 answer fails with the API's message, and an address where
+// nothing listens fails with a hint.
 func TestHealth(t *testing.T) {
 	var ready atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

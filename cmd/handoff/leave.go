@@ -17,6 +17,14 @@ func init() {
 	register("leave", "make a member leave its group gracefully (POST /leave) and follow it", runLeave)
 }
 
+// runLeave is 'handoff leave': it talks to one member's agent over the
+// worker API (POST /leave, then GET /leave), not to NATS, so it needs only
+// the member's address and token. It follows the leave by long-polling
+// /assignment, which answers as soon as the member's view changes (or
+// after 2 s without a change), and re-reads the leave's status after each
+// answer. It returns once the agent or the view says
+// shutdown; --timeout bounds the whole command, the POST included, and an
+// interrupted leave goes on in the agent.
 func runLeave(ctx context.Context, args []string, e *env) error {
 	fs := flag.NewFlagSet("leave", flag.ContinueOnError)
 	fs.SetOutput(e.stdout)
@@ -79,7 +87,9 @@ Flags:
 	}
 }
 
-// printLeave writes one line of progress, plus a line per learner.
+// printLeave writes one line of progress, plus a line per learner. The
+// remaining tasks are listed only when there are at most 8, so that the
+// line stays readable for a member that owns many.
 func printLeave(w io.Writer, st httpapi.LeaveStatus) {
 	fmt.Fprintf(w, "%s  %s, %d task(s) still here", time.Now().Format(time.TimeOnly), st.State, len(st.Remaining))
 	if len(st.Remaining) > 0 && len(st.Remaining) <= 8 {

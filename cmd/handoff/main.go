@@ -29,6 +29,9 @@ type env struct {
 	getenv func(string) string
 }
 
+// commands are the subcommands by name. Each file that implements one
+// registers it in its init function, so a command is added by adding a
+// file; usage lists them sorted by name.
 var commands = map[string]command{}
 
 // register adds a subcommand; called from init functions of the files that
@@ -37,6 +40,10 @@ func register(name, summary string, run func(ctx context.Context, args []string,
 	commands[name] = command{summary: summary, run: run}
 }
 
+// main turns the first SIGINT or SIGTERM into the cancellation of every
+// command's context (an agent then leaves and closes in order) and a
+// second one into an immediate exit with status 130. flag.ErrHelp is not a
+// failure: --help exits 0.
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
@@ -73,6 +80,8 @@ func run(ctx context.Context, args []string, e *env) error {
 	return c.run(ctx, args[1:], e)
 }
 
+// usage prints the command list; run prints it to stdout for help or when
+// no command is named, and to stderr for an unknown command.
 func usage(w io.Writer) {
 	fmt.Fprint(w, `handoff moves stateful stream-processing tasks between members without pausing
 them to rebuild state: a task's next owner replays its changelog first.

@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
@@ -300,7 +300,7 @@ func TestSignalLeavesThenExits(t *testing.T) {
 }
 
 // memberRecord reads a member's record from its group's bucket.
-func memberRecord(t *testing.T, natsURL, group, member string) (jetstream.KeyValueEntry, error) {
+func memberRecord(t *testing.T, natsURL, groupName, member string) (jetstream.KeyValueEntry, error) {
 	t.Helper()
 	nc, err := natsgo.Connect(natsURL)
 	if err != nil {
@@ -313,9 +313,9 @@ func memberRecord(t *testing.T, natsURL, group, member string) (jetstream.KeyVal
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, agent.BucketName(group))
+	kv, err := js.KeyValue(ctx, group.BucketName(groupName))
 	if err != nil {
-		t.Fatalf("open group %s's bucket: %v", group, err)
+		t.Fatalf("open group %s's bucket: %v", groupName, err)
 	}
 	return kv.Get(ctx, "members."+member)
 }

@@ -2,9 +2,9 @@
 // key occurs in its tasks' input and keeps the counts in the sidecar's
 // state, exactly once, across hand-overs. Copy it as the shape of a worker.
 //
-// The logic lives in package countworker (examples/counter/countworker),
-// whose doc describes the input, the checkpoint and the event log; this
-// command parses flags, connects to NATS and runs it:
+// The logic lives in the public package countworker (the repository's
+// countworker directory), whose doc describes the input, the checkpoint and
+// the event log; this command parses flags, connects to NATS and runs it:
 //
 //	counter --sidecar http://127.0.0.1:7070 --nats nats://127.0.0.1:4222 --group demo [--events FILE|-]
 //
@@ -27,7 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/countworker"
 )
 
 func main() {

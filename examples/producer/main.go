@@ -28,7 +28,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/changelog"
 )
 
 func main() {
@@ -175,13 +175,13 @@ func runVerify(ctx context.Context, js jetstream.JetStream, c config, tasks []st
 
 // waitCaughtUp replays a task's changelog until its checkpoint reaches the
 // input's last sequence.
-func waitCaughtUp(ctx context.Context, js jetstream.JetStream, group, task string, last uint64) (invariants.State, error) {
+func waitCaughtUp(ctx context.Context, js jetstream.JetStream, group, task string, last uint64) (changelog.State, error) {
 	for {
-		recs, err := invariants.ReadTask(ctx, js, group, task)
+		recs, err := changelog.ReadTask(ctx, js, group, task)
 		if err != nil {
-			return invariants.State{}, err
+			return changelog.State{}, err
 		}
-		st := invariants.Replay(recs)
+		st := changelog.Replay(recs)
 		var cp uint64
 		if len(st.Checkpoint) == 8 {
 			cp = binary.BigEndian.Uint64(st.Checkpoint)
@@ -191,7 +191,7 @@ func waitCaughtUp(ctx context.Context, js jetstream.JetStream, group, task strin
 		}
 		select {
 		case <-ctx.Done():
-			return invariants.State{}, fmt.Errorf("%s: the workers reached input seq %d of %d before the timeout; are they running?", task, cp, last)
+			return changelog.State{}, fmt.Errorf("%s: the workers reached input seq %d of %d before the timeout; are they running?", task, cp, last)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -4,28 +4,18 @@ import (
 	"fmt"
 	"sort"
 	"time"
-)
 
-// Worker event types, as a worker's runner reports them (see client.Event
-// and the event log of examples/counter).
-const (
-	EventStart    = "start"
-	EventCommit   = "commit"
-	EventStop     = "stop"
-	EventRelease  = "release"
-	EventRefused  = "refused"
-	EventRestart  = "restart"
-	EventShutdown = "shutdown"
+	"github.com/handoffhq/handoff/client"
 )
 
 // Event is one step of a task's life on a worker: the JSON line
 // examples/counter writes with --events, plus the member it ran on.
 type Event struct {
-	Member string    `json:"-"`
-	Time   time.Time `json:"t"`
-	Type   string    `json:"event"`
-	Task   string    `json:"task"`
-	Epoch  uint64    `json:"epoch"`
+	Member string           `json:"-"`
+	Time   time.Time        `json:"t"`
+	Type   client.EventType `json:"event"` // client.Event*
+	Task   string           `json:"task"`
+	Epoch  uint64           `json:"epoch"`
 	// Seq is the changelog sequence of a commit, or of the last commit
 	// before a release.
 	Seq uint64 `json:"seq"`
@@ -40,7 +30,7 @@ type Event struct {
 func Acks(events []Event) []Acked {
 	var out []Acked
 	for _, e := range events {
-		if e.Type == EventCommit {
+		if e.Type == client.EventCommit {
 			out = append(out, Acked{Task: e.Task, Seq: e.Seq, Epoch: e.Epoch})
 		}
 	}
@@ -67,12 +57,12 @@ func (p Pause) Duration() time.Duration { return p.Started.Sub(p.Released) }
 func Pauses(events []Event) (pauses []Pause, unpaired []Event) {
 	starts := map[string][]Event{}
 	for _, e := range events {
-		if e.Type == EventStart {
+		if e.Type == client.EventStart {
 			starts[e.Task] = append(starts[e.Task], e)
 		}
 	}
 	for _, r := range events {
-		if r.Type != EventRelease {
+		if r.Type != client.EventRelease {
 			continue
 		}
 		var next *Event
@@ -115,7 +105,7 @@ func Overlaps(events []Event) []string {
 	for _, e := range events {
 		k := key{e.Task, e.Member, e.Epoch}
 		switch e.Type {
-		case EventStart:
+		case client.EventStart:
 			if s, ok := spans[k]; ok {
 				if !s.open {
 					// Started again at the same epoch after a stop (the
@@ -129,7 +119,7 @@ func Overlaps(events []Event) []string {
 			s := &span{member: e.Member, epoch: e.Epoch, start: e.Time, open: true}
 			spans[k] = s
 			byTask[e.Task] = append(byTask[e.Task], s)
-		case EventStop:
+		case client.EventStop:
 			if s, ok := spans[k]; ok && s.open {
 				s.end, s.open = e.Time, false
 			}

@@ -3,26 +3,28 @@ package invariants
 import (
 	"testing"
 	"time"
+
+	"github.com/handoffhq/handoff/client"
 )
 
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func ev(ms int, member, typ, task string, epoch uint64) Event {
+func ev(ms int, member string, typ client.EventType, task string, epoch uint64) Event {
 	return Event{Member: member, Time: t0.Add(time.Duration(ms) * time.Millisecond), Type: typ, Task: task, Epoch: epoch}
 }
 
 func TestPauses(t *testing.T) {
 	events := []Event{
-		ev(0, "a", EventStart, "t", 1),
-		ev(100, "a", EventStop, "t", 1),
-		ev(101, "a", EventRelease, "t", 1),
-		ev(110, "b", EventStart, "t", 2),
-		ev(200, "b", EventRestart, "t", 2),
-		ev(300, "b", EventStart, "t", 2), // a restart: not the pause
-		ev(400, "b", EventStop, "t", 2),
-		ev(405, "b", EventRelease, "t", 2),
-		ev(450, "c", EventStart, "t", 4), // epoch 3 was never started: 4 is next
-		ev(500, "c", EventRelease, "u", 1),
+		ev(0, "a", client.EventStart, "t", 1),
+		ev(100, "a", client.EventStop, "t", 1),
+		ev(101, "a", client.EventRelease, "t", 1),
+		ev(110, "b", client.EventStart, "t", 2),
+		ev(200, "b", client.EventRestart, "t", 2),
+		ev(300, "b", client.EventStart, "t", 2), // a restart: not the pause
+		ev(400, "b", client.EventStop, "t", 2),
+		ev(405, "b", client.EventRelease, "t", 2),
+		ev(450, "c", client.EventStart, "t", 4), // epoch 3 was never started: 4 is next
+		ev(500, "c", client.EventRelease, "u", 1),
 	}
 	pauses, unpaired := Pauses(events)
 	if len(pauses) != 2 || pauses[0].Duration() != 9*time.Millisecond || pauses[0].From != "a" || pauses[0].To != "b" ||
@@ -40,13 +42,13 @@ func TestOverlaps(t *testing.T) {
 		events []Event
 		want   int
 	}{
-		{"hand-off", []Event{ev(0, "a", EventStart, "t", 1), ev(10, "a", EventStop, "t", 1), ev(11, "b", EventStart, "t", 2)}, 0},
-		{"restart on one member", []Event{ev(0, "a", EventStart, "t", 1), ev(5, "a", EventStart, "t", 1), ev(10, "a", EventStop, "t", 1)}, 0},
-		{"new owner before the stop", []Event{ev(0, "a", EventStart, "t", 1), ev(9, "b", EventStart, "t", 2), ev(10, "a", EventStop, "t", 1)}, 1},
-		{"never stopped", []Event{ev(0, "a", EventStart, "t", 1), ev(20, "b", EventStart, "t", 2)}, 1},
-		{"other tasks", []Event{ev(0, "a", EventStart, "t", 1), ev(1, "b", EventStart, "u", 1)}, 0},
-		{"back on the same member", []Event{ev(0, "a", EventStart, "t", 1), ev(10, "a", EventStop, "t", 1),
-			ev(11, "b", EventStart, "t", 2), ev(20, "b", EventStop, "t", 2), ev(21, "a", EventStart, "t", 3)}, 0},
+		{"hand-off", []Event{ev(0, "a", client.EventStart, "t", 1), ev(10, "a", client.EventStop, "t", 1), ev(11, "b", client.EventStart, "t", 2)}, 0},
+		{"restart on one member", []Event{ev(0, "a", client.EventStart, "t", 1), ev(5, "a", client.EventStart, "t", 1), ev(10, "a", client.EventStop, "t", 1)}, 0},
+		{"new owner before the stop", []Event{ev(0, "a", client.EventStart, "t", 1), ev(9, "b", client.EventStart, "t", 2), ev(10, "a", client.EventStop, "t", 1)}, 1},
+		{"never stopped", []Event{ev(0, "a", client.EventStart, "t", 1), ev(20, "b", client.EventStart, "t", 2)}, 1},
+		{"other tasks", []Event{ev(0, "a", client.EventStart, "t", 1), ev(1, "b", client.EventStart, "u", 1)}, 0},
+		{"back on the same member", []Event{ev(0, "a", client.EventStart, "t", 1), ev(10, "a", client.EventStop, "t", 1),
+			ev(11, "b", client.EventStart, "t", 2), ev(20, "b", client.EventStop, "t", 2), ev(21, "a", client.EventStart, "t", 3)}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +81,7 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestAcks(t *testing.T) {
-	events := []Event{{Type: EventCommit, Task: "t", Seq: 3, Epoch: 1}, {Type: EventStart, Task: "t"}}
+	events := []Event{{Type: client.EventCommit, Task: "t", Seq: 3, Epoch: 1}, {Type: client.EventStart, Task: "t"}}
 	if got := Acks(events); len(got) != 1 || got[0] != (Acked{Task: "t", Seq: 3, Epoch: 1}) {
 		t.Errorf("Acks = %+v", got)
 	}

@@ -1,75 +1,17 @@
 // Package invariants checks, from a group's changelog, what handoff
 // promises: that the accepted commits of every task form one chain with a
-// single writer per epoch, and what state a full replay gives. The agent's
-// tests, the scenario harness, the demo and the benchmark share it; it is
-// its own package because none of them is its home.
+// single writer per epoch, and that no acknowledged commit was lost. The
+// agent's tests, the scenario harness, the demo and the benchmark share it;
+// it is its own package because none of them is its home. Reading a task's
+// changelog and replaying it are changelog.ReadTask and changelog.Replay,
+// public so that the examples can check their results with them too.
 package invariants
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/changelog"
 )
-
-// Record is one changelog message of a task.
-type Record struct {
-	Seq   uint64
-	Entry changelog.Entry
-}
-
-// ReadTask reads every message of a task's changelog, in order.
-func ReadTask(ctx context.Context, js jetstream.JetStream, group, task string) ([]Record, error) {
-	stream, err := js.Stream(ctx, changelog.StreamName(group))
-	if err != nil {
-		return nil, fmt.Errorf("open changelog of %s: %w", group, err)
-	}
-	subject := changelog.Subject(group, task)
-	last, err := stream.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("last message of %s: %w", task, err)
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", task, err)
-	}
-	var out []Record
-	for {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", task, err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", task, err)
-			}
-			e, err := changelog.Decode(m.Data())
-			if err != nil {
-				return nil, fmt.Errorf("task %s seq %d: %w", task, md.Sequence.Stream, err)
-			}
-			out = append(out, Record{Seq: md.Sequence.Stream, Entry: e})
-			if md.Sequence.Stream >= last.Sequence {
-				return out, nil
-			}
-		}
-		if err := batch.Error(); err != nil {
-			return nil, fmt.Errorf("read %s: %w", task, err)
-		}
-		if n == 0 {
-			return nil, fmt.Errorf("read %s: stopped at %d messages before seq %d", task, len(out), last.Sequence)
-		}
-	}
-}
 
 // Chain summarizes a task's changelog.
 type Chain struct {
@@ -86,7 +28,7 @@ type Chain struct {
 
 // CheckChain checks that recs form one chain: markers' epochs never go
 // down, and every commit carries the epoch of the latest marker.
-func CheckChain(task string, recs []Record) Chain {
+func CheckChain(task string, recs []changelog.Record) Chain {
 	c := Chain{Task: task}
 	var epoch uint64
 	seen := false
@@ -112,33 +54,6 @@ func CheckChain(task string, recs []Record) Chain {
 	return c
 }
 
-// State is a task's state as a full replay gives it.
-type State struct {
-	Data       map[string][]byte
-	Checkpoint []byte
-	Epoch      uint64
-	LastSeq    uint64
-}
-
-// Replay applies recs in order.
-func Replay(recs []Record) State {
-	s := State{Data: map[string][]byte{}}
-	for _, r := range recs {
-		for _, kv := range r.Entry.Puts {
-			s.Data[string(kv.Key)] = append([]byte(nil), kv.Value...)
-		}
-		for _, k := range r.Entry.Deletes {
-			delete(s.Data, string(k))
-		}
-		if len(r.Entry.Checkpoint) > 0 {
-			s.Checkpoint = append([]byte(nil), r.Entry.Checkpoint...)
-		}
-		s.Epoch = r.Entry.Epoch
-		s.LastSeq = r.Seq
-	}
-	return s
-}
-
 // Acked is a commit a worker was told succeeded.
 type Acked struct {
 	Task  string
@@ -148,7 +63,7 @@ type Acked struct {
 
 // MissingAcks returns the acknowledged commits that are not in recs as a
 // commit of the same epoch: each one is a lost acknowledged write.
-func MissingAcks(recs []Record, acks []Acked) []Acked {
+func MissingAcks(recs []changelog.Record, acks []Acked) []Acked {
 	bySeq := make(map[uint64]changelog.Entry, len(recs))
 	for _, r := range recs {
 		bySeq[r.Seq] = r.Entry

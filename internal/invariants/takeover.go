@@ -13,7 +13,7 @@ import (
 // sequence follows an epoch marker of a higher epoch. Each is a broken
 // fence (a worker was told a write succeeded after it lost the task),
 // whether or not the write is in recs as a commit.
-func AckedAfterTakeover(recs []Record, acks []Acked) []Acked {
+func AckedAfterTakeover(recs []changelog.Record, acks []Acked) []Acked {
 	type marker struct{ seq, epoch uint64 }
 	var markers []marker
 	for _, r := range recs {
@@ -39,7 +39,7 @@ func AckedAfterTakeover(recs []Record, acks []Acked) []Acked {
 // TakeoverSeq returns the sequence of the first epoch marker above epoch:
 // from there on the owner at epoch is fenced. ok is false if the task was
 // never taken over from epoch.
-func TakeoverSeq(recs []Record, epoch uint64) (seq uint64, ok bool) {
+func TakeoverSeq(recs []changelog.Record, epoch uint64) (seq uint64, ok bool) {
 	for _, r := range recs {
 		if r.Entry.Kind == changelog.KindEpoch && r.Entry.Epoch > epoch {
 			return r.Seq, true

@@ -8,7 +8,7 @@ import (
 
 func TestAckedAfterTakeover(t *testing.T) {
 	const m, c = changelog.KindEpoch, changelog.KindCommit
-	recs := []Record{rec(1, m, 1), rec(2, c, 1), rec(5, m, 2), rec(6, c, 2)}
+	recs := []changelog.Record{rec(1, m, 1), rec(2, c, 1), rec(5, m, 2), rec(6, c, 2)}
 	acks := []Acked{
 		{Task: "t", Seq: 2, Epoch: 1}, // before the takeover
 		{Task: "t", Seq: 6, Epoch: 2}, // the new owner

@@ -5,9 +5,8 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
-	"github.com/handoffhq/handoff/internal/invariants"
 )
 
 // Kinds of Pause.
@@ -60,7 +59,7 @@ func (r *Recorder) Pauses(since time.Time) []Pause {
 	// at the same epoch on the same member.
 	next := func(p Pause, epoch uint64, sameEpoch bool) Pause {
 		for _, e := range events {
-			if e.Kind != countworker.EventStart || e.Task != p.Task || e.Time.Before(p.Start) {
+			if e.Kind != client.EventStart || e.Task != p.Task || e.Time.Before(p.Start) {
 				continue
 			}
 			if e.Epoch > epoch || sameEpoch && e.Epoch == epoch && e.Member == p.From {
@@ -72,7 +71,7 @@ func (r *Recorder) Pauses(since time.Time) []Pause {
 		return p
 	}
 	for _, e := range events {
-		if e.Kind != countworker.EventRelease || e.Time.Before(since) {
+		if e.Kind != client.EventRelease || e.Time.Before(since) {
 			continue
 		}
 		p := Pause{Task: e.Task, Stateful: r.stateful[e.Task], Kind: PausePlanned, From: e.Member, Start: e.Time}
@@ -100,9 +99,9 @@ func runningAt(events []WorkerEvent, member string, at time.Time) map[string]uin
 			continue
 		}
 		switch e.Kind {
-		case countworker.EventStart:
+		case client.EventStart:
 			running[e.Task] = e.Epoch
-		case countworker.EventStop:
+		case client.EventStop:
 			if running[e.Task] == e.Epoch {
 				delete(running, e.Task)
 			}
@@ -201,7 +200,7 @@ func (r *Recorder) Throughput(from, to time.Time, bucket time.Duration) (avg, wo
 	counts := make([]int, n)
 	total := 0
 	for _, e := range r.WorkerEvents() {
-		if e.Kind != countworker.EventCommit || e.Time.Before(from) || !e.Time.Before(to) {
+		if e.Kind != client.EventCommit || e.Time.Before(from) || !e.Time.Before(to) {
 			continue
 		}
 		counts[int(e.Time.Sub(from)/bucket)] += e.Records
@@ -291,7 +290,7 @@ func (r *Recorder) Replays(since time.Time) []Replay {
 
 // replayOf summarizes one run's reports, counting what it replayed at or
 // after since.
-func replayOf(run []Report, since time.Time, log []invariants.Record) (Replay, bool) {
+func replayOf(run []Report, since time.Time, log []changelog.Record) (Replay, bool) {
 	first, last := run[0], run[len(run)-1]
 	var before uint64
 	for _, rep := range run {
@@ -324,11 +323,11 @@ func replayOf(run []Report, since time.Time, log []invariants.Record) (Replay, b
 }
 
 // setLog keeps a task's changelog, read by Check, for Replays.
-func (r *Recorder) setLog(task string, recs []invariants.Record) {
+func (r *Recorder) setLog(task string, recs []changelog.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.logs == nil {
-		r.logs = map[string][]invariants.Record{}
+		r.logs = map[string][]changelog.Record{}
 	}
 	r.logs[task] = recs
 }

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/client"
 )
 
 // The agent log lines a hand-off's breakdown reads, each logged once its
@@ -89,13 +89,13 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 		var oldEpoch uint64
 		for _, e := range workers {
 			switch {
-			case e.Member == p.From && e.Task == p.Task && e.Kind == countworker.EventRelease && e.Time.Equal(p.Start):
+			case e.Member == p.From && e.Task == p.Task && e.Kind == client.EventRelease && e.Time.Equal(p.Start):
 				oldEpoch = e.Epoch
-			case e.Member == p.To && e.Task == p.Task && e.Kind == countworker.EventStart && e.Time.Equal(p.End):
+			case e.Member == p.To && e.Task == p.Task && e.Kind == client.EventStart && e.Time.Equal(p.End):
 				h.Epoch = e.Epoch
 				h.Steps[6] = e.Time
 			case h.Epoch > 0 && h.Steps[7].IsZero() && e.Member == p.To && e.Task == p.Task &&
-				e.Kind == countworker.EventCommit && e.Epoch == h.Epoch:
+				e.Kind == client.EventCommit && e.Epoch == h.Epoch:
 				h.Steps[7] = e.Time
 			}
 		}

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/client"
+	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
 
@@ -82,7 +84,7 @@ type CheckResult struct {
 func (l *Lab) Check(ctx context.Context, historyKeys int) (CheckResult, error) {
 	acks := map[string][]invariants.Acked{}
 	for _, e := range l.rec.WorkerEvents() {
-		if e.Kind == countworker.EventCommit {
+		if e.Kind == client.EventCommit {
 			acks[e.Task] = append(acks[e.Task], invariants.Acked{Task: e.Task, Seq: e.Seq, Epoch: e.Epoch})
 		}
 	}
@@ -92,7 +94,7 @@ func (l *Lab) Check(ctx context.Context, historyKeys int) (CheckResult, error) {
 		if !t.Stateful {
 			continue
 		}
-		recs, err := invariants.ReadTask(ctx, l.js, l.opts.Group, t.ID)
+		recs, err := changelog.ReadTask(ctx, l.js, l.opts.Group, t.ID)
 		if err != nil {
 			return res, fmt.Errorf("lab: check %s: %w", t.ID, err)
 		}
@@ -106,11 +108,11 @@ func (l *Lab) Check(ctx context.Context, historyKeys int) (CheckResult, error) {
 	return res, nil
 }
 
-func checkTask(task string, recs []invariants.Record, acks []invariants.Acked, input uint64, g *Generator, historyKeys int) TaskCheck {
+func checkTask(task string, recs []changelog.Record, acks []invariants.Acked, input uint64, g *Generator, historyKeys int) TaskCheck {
 	chain := invariants.CheckChain(task, recs)
 	tc := TaskCheck{Task: task, Commits: chain.Commits, Markers: chain.Markers, Violations: chain.Violations, Input: input}
 	tc.Missing = len(invariants.MissingAcks(recs, acks))
-	st := invariants.Replay(recs)
+	st := changelog.Replay(recs)
 	cp, err := countworker.DecodeCheckpoint(st.Checkpoint)
 	if err != nil {
 		tc.Mismatches = append(tc.Mismatches, err.Error())

@@ -2,7 +2,7 @@
 // demo` and `handoff bench`: NATS (an embedded server, or one at a given
 // URL), members that each have their own agent, Pebble store, NATS
 // connections, worker HTTP API on 127.0.0.1:0 and counter worker
-// (examples/counter/countworker), an input generator whose exact counts are
+// (package countworker), an input generator whose exact counts are
 // known, a pre-loaded changelog history, operations on members (add, leave
 // through the HTTP API, crash, restart keeping the data dir), a recorder of
 // every member's roles and every worker's events, and the final checks of
@@ -38,7 +38,7 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/proc"
 	"github.com/handoffhq/handoff/internal/redact"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/sidecar"
 	"github.com/handoffhq/handoff/statestore"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/proc"

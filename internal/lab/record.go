@@ -3,7 +3,7 @@ package lab
 import (
 	"time"
 
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/httpapi"
 )
 

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/examples/counter/countworker"
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/client"
+	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/httpapi"
-	"github.com/handoffhq/handoff/internal/invariants"
 )
 
 // Recorder keeps what happened in a lab: every member's role for every task
@@ -42,7 +43,7 @@ type Recorder struct {
 
 	committed        map[string]uint64 // checkpoint of each task's last commit
 	committedRecords uint64
-	logs             map[string][]invariants.Record // changelogs read by Check
+	logs             map[string][]changelog.Record // changelogs read by Check
 }
 
 // pair names a task on a member.
@@ -151,7 +152,7 @@ func (r *Recorder) workerEvent(member string, e countworker.Event) {
 	defer r.mu.Unlock()
 	r.events = append(r.events, WorkerEvent{Member: member, Event: e})
 	switch e.Kind {
-	case countworker.EventStart:
+	case client.EventStart:
 		r.running[e.Task] = runningTask{member: member, epoch: e.Epoch, since: e.Time}
 		from, ok := r.released[e.Task]
 		if lost, crashed := r.lost[e.Task]; crashed && (!ok || lost.at.After(from.at)) {
@@ -172,15 +173,15 @@ func (r *Recorder) workerEvent(member string, e countworker.Event) {
 			r.noteLocked(e.Time, "%s stays on %s (move called off), paused %s", e.Task, member, FormatPause(e.Time.Sub(from.at)))
 			delete(r.released, e.Task)
 		}
-	case countworker.EventStop:
+	case client.EventStop:
 		if rt, ok := r.running[e.Task]; ok && rt.member == member && rt.epoch == e.Epoch {
 			delete(r.running, e.Task)
 			r.unsteadyLocked(e.Time)
 		}
-	case countworker.EventRelease:
+	case client.EventRelease:
 		r.released[e.Task] = handover{member: member, epoch: e.Epoch, at: e.Time}
 		r.unsteadyLocked(e.Time)
-	case countworker.EventCommit:
+	case client.EventCommit:
 		r.committed[e.Task] = max(r.committed[e.Task], e.Checkpoint)
 		r.committedRecords += uint64(e.Records)
 	}

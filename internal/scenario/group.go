@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
@@ -50,7 +51,7 @@ func (h *Harness) running(gv httpapi.GroupView) error {
 		}
 		s := map[string]uint64{}
 		for _, e := range events {
-			if e.Type == invariants.EventStart {
+			if e.Type == client.EventStart {
 				s[e.Task] = max(s[e.Task], e.Epoch)
 			}
 		}
@@ -118,7 +119,7 @@ func (h *Harness) WaitCommitting(timeout time.Duration, n int) {
 func (h *Harness) commitsPerTask() map[string]int {
 	out := map[string]int{}
 	for _, e := range h.allEvents() {
-		if e.Type == invariants.EventCommit {
+		if e.Type == client.EventCommit {
 			out[e.Task]++
 		}
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/proc"
@@ -237,13 +237,13 @@ func (h *Harness) Group() (httpapi.GroupView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if h.kv == nil {
-		kv, err := h.js.KeyValue(ctx, agent.BucketName(h.opts.Group))
+		kv, err := h.js.KeyValue(ctx, group.BucketName(h.opts.Group))
 		if err != nil {
 			return httpapi.GroupView{}, fmt.Errorf("open the group's bucket: %w", err)
 		}
 		h.kv = kv
 	}
-	return agent.ReadGroup(ctx, h.kv, h.opts.Group, nil)
+	return group.ReadGroup(ctx, h.kv, h.opts.Group, nil)
 }
 
 // WaitJetStream waits until JetStream answers for the group's streams (the
@@ -252,7 +252,7 @@ func (h *Harness) Group() (httpapi.GroupView, error) {
 func (h *Harness) WaitJetStream(timeout time.Duration) {
 	h.t.Helper()
 	h.Eventually("JetStream answering", timeout, func() error {
-		for _, name := range []string{"INPUT_" + h.opts.Group, changelog.StreamName(h.opts.Group), "KV_" + agent.BucketName(h.opts.Group)} {
+		for _, name := range []string{"INPUT_" + h.opts.Group, changelog.StreamName(h.opts.Group), "KV_" + group.BucketName(h.opts.Group)} {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			s, err := h.js.Stream(ctx, name)
 			if err == nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -23,11 +23,11 @@ type progressReport struct {
 	httpapi.LearnerProgress
 }
 
-func watchProgress(nc *nats.Conn, group string) (*progressLog, error) {
+func watchProgress(nc *nats.Conn, groupName string) (*progressLog, error) {
 	l := &progressLog{}
-	stop, err := agent.WatchProgress(nc, group, func(p httpapi.LearnerProgress) {
+	stop, err := group.WatchProgress(nc, groupName, func(p group.Progress) {
 		l.mu.Lock()
-		l.reports = append(l.reports, progressReport{heard: time.Now(), LearnerProgress: p})
+		l.reports = append(l.reports, progressReport{heard: time.Now(), LearnerProgress: p.LearnerProgress})
 		l.mu.Unlock()
 	})
 	if err != nil {

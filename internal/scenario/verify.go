@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
 
@@ -26,7 +28,7 @@ type Expect struct {
 // Report is what Verify measured.
 type Report struct {
 	// Records is every stateful task's changelog.
-	Records map[string][]invariants.Record
+	Records map[string][]changelog.Record
 	Events  []invariants.Event
 	Pauses  []invariants.Pause
 	// Activations after the mark.
@@ -70,7 +72,7 @@ func (h *Harness) Verify(x Expect) Report {
 	h.Eventually("every task's checkpoint at the end of its input", 90*time.Second, func() error {
 		reached := map[string]uint64{}
 		for _, e := range h.allEvents() {
-			if e.Type == invariants.EventCommit {
+			if e.Type == client.EventCommit {
 				reached[e.Task] = max(reached[e.Task], e.Checkpoint)
 			}
 		}
@@ -83,7 +85,7 @@ func (h *Harness) Verify(x Expect) Report {
 	})
 	h.checkAlive()
 
-	rep := Report{Records: map[string][]invariants.Record{}, Events: h.allEvents()}
+	rep := Report{Records: map[string][]changelog.Record{}, Events: h.allEvents()}
 	acks := map[string][]invariants.Acked{}
 	for _, a := range invariants.Acks(rep.Events) {
 		acks[a.Task] = append(acks[a.Task], a)
@@ -92,10 +94,10 @@ func (h *Harness) Verify(x Expect) Report {
 	defer cancel()
 	total := 0
 	for _, task := range h.stateful {
-		var recs []invariants.Record
+		var recs []changelog.Record
 		err := poll(time.Minute, func() error { // a cluster may still be electing leaders
 			var err error
-			recs, err = invariants.ReadTask(ctx, h.js, h.opts.Group, task)
+			recs, err = changelog.ReadTask(ctx, h.js, h.opts.Group, task)
 			return err
 		})
 		if err != nil {
@@ -107,11 +109,11 @@ func (h *Harness) Verify(x Expect) Report {
 	}
 	for _, e := range rep.Events {
 		switch e.Type {
-		case invariants.EventCommit:
+		case client.EventCommit:
 			rep.Commits++
-		case invariants.EventRefused:
+		case client.EventRefused:
 			rep.Refused++
-		case invariants.EventRestart:
+		case client.EventRestart:
 			rep.Restarts++
 		}
 	}
@@ -147,7 +149,7 @@ func (h *Harness) Verify(x Expect) Report {
 
 // checkTask checks one stateful task's changelog against the workers'
 // acknowledgements and the generator's counts.
-func (h *Harness) checkTask(task string, recs []invariants.Record, acks []invariants.Acked, want map[string]uint64, end uint64) {
+func (h *Harness) checkTask(task string, recs []changelog.Record, acks []invariants.Acked, want map[string]uint64, end uint64) {
 	h.t.Helper()
 	chain := invariants.CheckChain(task, recs)
 	for _, v := range chain.Violations {
@@ -159,7 +161,7 @@ func (h *Harness) checkTask(task string, recs []invariants.Record, acks []invari
 	if stale := invariants.AckedAfterTakeover(recs, acks); len(stale) > 0 {
 		h.t.Errorf("%s: %d commits acknowledged to a stale owner after a newer epoch's marker, e.g. %+v", task, len(stale), stale[0])
 	}
-	st := invariants.Replay(recs)
+	st := changelog.Replay(recs)
 	if len(st.Checkpoint) != 8 {
 		h.t.Errorf("%s: checkpoint after replay is %d bytes, want the counter's 8", task, len(st.Checkpoint))
 	} else if cp := binary.BigEndian.Uint64(st.Checkpoint); cp != end {
@@ -244,7 +246,7 @@ func (h *Harness) logCommitGaps(events []invariants.Event) {
 	sorted := append([]invariants.Event(nil), events...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Time.Before(sorted[j].Time) })
 	for _, e := range sorted {
-		if e.Type != invariants.EventCommit {
+		if e.Type != client.EventCommit {
 			continue
 		}
 		if l, ok := last[e.Task]; ok {

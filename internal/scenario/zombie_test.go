@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
 
@@ -66,9 +67,9 @@ func TestZombie(t *testing.T) {
 			continue
 		}
 		switch {
-		case e.Type == invariants.EventRefused:
+		case e.Type == client.EventRefused:
 			refused++
-		case e.Type == invariants.EventCommit && e.Epoch == oldEpochs[e.Task]:
+		case e.Type == client.EventCommit && e.Epoch == oldEpochs[e.Task]:
 			late++
 		}
 	}
@@ -80,7 +81,7 @@ func TestZombie(t *testing.T) {
 			continue
 		}
 		for _, e := range rep.Events {
-			if e.Member == zombie.ID && e.Task == task && e.Type == invariants.EventCommit && e.Epoch == oldEpochs[task] && e.Seq > seq {
+			if e.Member == zombie.ID && e.Task == task && e.Type == client.EventCommit && e.Epoch == oldEpochs[task] && e.Seq > seq {
 				t.Errorf("%s: the zombie's commit at seq %d (epoch %d) was acknowledged after the takeover at seq %d", task, e.Seq, e.Epoch, seq)
 			}
 		}

@@ -255,13 +255,13 @@ func TestStatelessTaskIsNeverCommitted(t *testing.T) {
 		ran <- Run(runCtx, Options{Client: client.New(srv.URL), JS: js, Group: "g", MaxDelay: time.Millisecond,
 			OnEvent: func(e Event) { events <- e }})
 	}()
-	waitEvent := func(kind string) Event {
+	waitEvent := func(kind client.EventType) Event {
 		t.Helper()
 		timeout := time.After(10 * time.Second)
 		for {
 			select {
 			case e := <-events:
-				if e.Kind == EventCommit || e.Kind == EventRestart {
+				if e.Kind == client.EventCommit || e.Kind == client.EventRestart {
 					t.Fatalf("event %+v for a stateless task, want none", e)
 				}
 				if e.Kind == kind {
@@ -272,18 +272,18 @@ func TestStatelessTaskIsNeverCommitted(t *testing.T) {
 			}
 		}
 	}
-	waitEvent(EventStart)
+	waitEvent(client.EventStart)
 	for i := range 5 {
 		if _, err := js.Publish(ctx, InputSubject("g", "s1"), []byte(strconv.Itoa(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	agent.revoke("s1")
-	if e := waitEvent(EventRelease); e.Task != "s1" {
+	if e := waitEvent(client.EventRelease); e.Task != "s1" {
 		t.Errorf("released %q, want s1", e.Task)
 	}
 	agent.shutdown()
-	waitEvent(EventShutdown)
+	waitEvent(client.EventShutdown)
 	if err := <-ran; err != nil {
 		t.Errorf("Run = %v, want nil after shutdown", err)
 	}

@@ -1,7 +1,13 @@
-// Package countworker is the example handoff worker's logic, importable: it
-// counts how often each key occurs in its tasks' input and keeps the counts
-// in the sidecar's state, exactly once, across hand-overs. examples/counter
-// wraps it in a command; handoff's demo and bench run it in process.
+// Package countworker is a complete handoff worker, importable: it counts
+// how often each key occurs in its tasks' input and keeps the counts in the
+// sidecar's state, exactly once, across hand-overs.
+//
+// It is a public package of its own, not the internals of an example,
+// because two programs run it: examples/counter wraps it in a command, and
+// handoff's demo and bench (internal/lab) run it in process. Both import it
+// as a user would, so the shipped binary links no example, and
+// examples/counter, which imports only public packages, can be copied out
+// of the repository as it is.
 //
 // Input is a JetStream stream (StreamName(group) by default) with a subject
 // per task, InputSubject(group, task); each message's body is one key. For

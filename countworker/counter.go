@@ -186,7 +186,7 @@ func (w *counter) commit(ctx context.Context, t client.Task, counts map[string]u
 	for k, n := range next {
 		counts[k] = n
 	}
-	w.events.add(Event{Kind: EventCommit, Task: t.ID, Epoch: t.Epoch, Seq: res.Seq, Checkpoint: p.lastSeq, Records: p.records})
+	w.events.add(Event{Kind: client.EventCommit, Task: t.ID, Epoch: t.Epoch, Seq: res.Seq, Checkpoint: p.lastSeq, Records: p.records})
 	*p = pending{adds: map[string]uint64{}}
 	return nil
 }

@@ -11,22 +11,11 @@ import (
 	"github.com/handoffhq/handoff/client"
 )
 
-// Kinds of Event; the package doc describes each.
-const (
-	EventStart    = "start"
-	EventCommit   = "commit"
-	EventStop     = "stop"
-	EventRelease  = "release"
-	EventRefused  = "refused"
-	EventRestart  = "restart"
-	EventShutdown = "shutdown"
-)
-
 // Event is one step of a task's life on this worker, as the event log
 // writes it.
 type Event struct {
 	Time  time.Time
-	Kind  string // Event*
+	Kind  client.EventType // the package doc describes each
 	Task  string
 	Epoch uint64
 	// Seq is the changelog sequence of a commit, or of the last commit
@@ -44,15 +33,15 @@ type Event struct {
 // fields are the event's JSON fields besides "t" and "event".
 func (e Event) fields() map[string]any {
 	switch e.Kind {
-	case EventStart, EventStop:
+	case client.EventStart, client.EventStop:
 		return map[string]any{"task": e.Task, "epoch": e.Epoch, "checkpoint": e.Checkpoint}
-	case EventCommit:
+	case client.EventCommit:
 		return map[string]any{"task": e.Task, "epoch": e.Epoch, "seq": e.Seq, "checkpoint": e.Checkpoint, "records": e.Records}
-	case EventRelease:
+	case client.EventRelease:
 		return map[string]any{"task": e.Task, "epoch": e.Epoch, "seq": e.Seq}
-	case EventRefused:
+	case client.EventRefused:
 		return map[string]any{"task": e.Task, "code": e.Code}
-	case EventRestart:
+	case client.EventRestart:
 		return map[string]any{"task": e.Task, "epoch": e.Epoch, "error": e.Err}
 	}
 	return nil
@@ -86,7 +75,7 @@ func (l *eventLog) add(e Event) {
 		line[k] = v
 	}
 	line["t"] = e.Time.UTC().Format(time.RFC3339Nano)
-	line["event"] = e.Kind
+	line["event"] = string(e.Kind)
 	b, err := json.Marshal(line)
 	if err != nil {
 		return // only plain values are logged; cannot happen
@@ -104,19 +93,19 @@ func (w *counter) onEvent(ev client.Event) {
 	e := Event{Time: ev.Time, Task: ev.Task, Epoch: ev.Epoch}
 	switch ev.Type {
 	case client.EventStart, client.EventStop:
-		e.Kind = string(ev.Type)
+		e.Kind = ev.Type
 		e.Checkpoint, _ = DecodeCheckpoint(ev.Checkpoint)
 	case client.EventRelease:
-		e.Kind, e.Seq = EventRelease, ev.Seq
+		e.Kind, e.Seq = client.EventRelease, ev.Seq
 	case client.EventRefused:
-		e = Event{Time: ev.Time, Kind: EventRefused, Task: ev.Task, Code: ev.Code}
+		e = Event{Time: ev.Time, Kind: client.EventRefused, Task: ev.Task, Code: ev.Code}
 	case client.EventRestart:
-		e.Kind = EventRestart
+		e.Kind = client.EventRestart
 		if ev.Err != nil {
 			e.Err = ev.Err.Error()
 		}
 	case client.EventShutdown:
-		e = Event{Time: ev.Time, Kind: EventShutdown}
+		e = Event{Time: ev.Time, Kind: client.EventShutdown}
 	default:
 		return
 	}
