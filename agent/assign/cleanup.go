@@ -22,7 +22,8 @@ func (p *planner) trackLeaving() {
 
 // cleanup removes what refers to members that can no longer hold it:
 // learners and standbys on dead or leaving members or on the owner itself,
-// any on stateless tasks, standbys beyond Config.Standbys, and revokes whose
+// any on stateless tasks, standbys beyond Config.Standbys (and the one
+// being built), and revokes whose
 // target died or is leaving.
 // Tasks whose owner died are left to placeOrphans.
 func (p *planner) cleanup() {
@@ -61,7 +62,9 @@ func (p *planner) cleanup() {
 				kept = append(kept, s)
 			}
 			t.Standbys = nilIfEmpty(kept)
-			if want := max(p.cfg.Standbys, 0); len(t.Standbys) > want {
+			// One more than configured is a standby being moved: the new
+			// copy is built before the old one is dropped.
+			if want := max(p.cfg.Standbys, 0); len(t.Standbys) > want+1 || want == 0 && len(t.Standbys) > 0 {
 				p.trimStandbys(i, want)
 			}
 		}
@@ -80,13 +83,16 @@ func (p *planner) cleanup() {
 			// A retirement (the group's last members leaving): it stands
 			// while nobody can take the task, and is withdrawn once
 			// someone can, so that the task moves through a learner.
-			if len(p.eligible) > 0 {
+			if len(p.actives) > 0 {
 				p.cancelRevoke(i, owner, reasonNotNeeded)
 			}
 		case target == nil:
 			p.cancelRevoke(i, owner, reasonTargetDead)
 		case target.leaving:
 			p.cancelRevoke(i, owner, reasonTargetLeaving)
+		case !target.attached:
+			// No promotion onto a member whose worker is not there.
+			p.cancelRevoke(i, owner, reasonTargetDetached)
 		case target == owner:
 			p.cancelRevoke(i, owner, reasonIsActive)
 		}
@@ -124,24 +130,36 @@ func (p *planner) cancelRevoke(i int, owner *member, reason string) {
 	if r, ok := p.released(owner, i, cancelled); ok {
 		t.Epoch++
 		t.HandoffSeq, t.HandoffAt = r.Seq, r.At
+		p.fixed[i] = true
 	}
 }
 
-// unassignAll handles a group with no eligible member. A task whose owner
-// is alive (and leaving) is retired: revoked with no target, so that its
-// worker stops, makes its last commit and releases it; promote then drops
-// it. Other tasks are dropped at once. Either way the epoch is kept and the
-// task waits for a member to join; its state is safe in the changelog.
+// unassignAll handles a group where no member may own a task: every live
+// member is leaving, or no eligible member's worker is attached. A task
+// whose owner is alive and leaving is retired: revoked with no target, so
+// that its worker stops, makes its last commit and releases it; promote
+// then drops it. A task whose owner's worker is detached stays with it (it
+// keeps the actives it has). The others (dead owner, lost worker, new
+// task) are dropped at once. Either way the epoch is kept and the task
+// waits for a member that can take it; its state is safe in the changelog.
 func (p *planner) unassignAll() {
 	for i := range p.tasks {
 		t := p.next[i]
+		owner := p.byID[t.Active]
 		switch {
-		case t.Active != "" && p.byID[t.Active] != nil:
+		case owner != nil && owner.lost:
+			p.move(i, MoveUnassign, t.Active, "", reasonWorkerLost)
+		case owner != nil && owner.leaving:
 			if t.Revoke == nil {
 				t.Revoke = &Revoke{Target: "", Since: p.now, Reason: reasonNoMember, Generation: p.in.Current.Generation + 1}
 				p.move(i, MoveRevoke, t.Active, "", reasonNoMember)
 			}
 			t.Learners, t.Standbys = nil, nil
+			continue
+		case owner != nil:
+			// Detached: it keeps the task. No member can take it over
+			// until a worker attaches, so no learner is needed.
+			p.dropLearnersExcept(i, "", reasonNotNeeded)
 			continue
 		case t.Active != "":
 			p.move(i, MoveUnassign, t.Active, "", reasonNoMember)

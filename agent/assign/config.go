@@ -24,7 +24,10 @@ type Config struct {
 	// behind when it is promoted.
 	AcceptableLag uint64 `json:"acceptableLag" yaml:"acceptableLag"`
 	// MaxLearners bounds learners in flight over the whole group, and
-	// MaxLearnersPerMember on any one member. Zero means no bound.
+	// MaxLearnersPerMember on any one member; both apply. Zero means no
+	// bound. They count the learners still catching up: one whose task is
+	// being revoked to it no longer counts. Standbys being built for a
+	// standby move count after the learners.
 	MaxLearners          int `json:"maxLearners" yaml:"maxLearners"`
 	MaxLearnersPerMember int `json:"maxLearnersPerMember" yaml:"maxLearnersPerMember"`
 	// Standbys is how many warm copies of each stateful task are kept on

@@ -26,12 +26,15 @@
 //	owner-dead          the owner's lease expired
 //	released            the old owner released the task
 //	release-timeout     the old owner did not release in time and is fenced
-//	no-eligible-member  no live member that is not leaving can own the task
+//	no-eligible-member  no live member that is not leaving, with its worker
+//	                    attached, can own the task
+//	worker-lost         the owner's worker is lost; its agent released the task
 //	removed-from-config the task is no longer in the group's config
 //	member-dead         a learner or standby's member died
 //	member-leaving      a learner or standby's member started leaving
 //	target-dead         a revoke's target died
 //	target-leaving      a revoke's target started leaving
+//	target-detached     a revoke's target has no worker attached
 //	not-needed          a learner is no longer the task's destination
 //	max-learners        a learner was dropped to respect the learner bounds
 //	standbys            a standby was placed to reach Config.Standbys

@@ -1,110 +1,187 @@
 package assign
 
-// placeOrphans gives an owner at once to each task that has none: the tasks
-// of dead members (failover) and unowned ones (a new group or task, or one
-// unassigned while no member was eligible). Nobody serves these tasks, so
-// no learner is waited for: each goes to the most caught-up eligible member
-// (see pickOwner), with epoch+1 and no hand-off sequence.
-func (p *planner) placeOrphans() {
-	var orphans []int
-	for i := range p.tasks {
-		t := p.next[i]
-		if t.Active == "" || p.byID[t.Active] == nil {
-			orphans = append(orphans, i)
+import (
+	"cmp"
+	"slices"
+)
+
+// placeOrphansWarm chooses, within balanceKind, the destination of the
+// orphans of kind k that a warm member can take (see pickOrphanOwner).
+// When it picks a member at its quota, evict makes that member shed one
+// more task. It returns the orphans left for the general placement.
+//
+// Orphans with the fewest warm members that have room choose first, so
+// that one taking the last room of a member does not push another onto an
+// over-quota member (and balance then moving a task again).
+func (p *planner) placeOrphansWarm(orphans []int, k kind, evict func(*member)) (cold []int) {
+	if len(orphans) == 0 {
+		return nil
+	}
+	cands := make([][]*member, len(p.tasks))
+	for _, i := range orphans {
+		cands[i] = p.warmCandidates(i)
+	}
+	rank := func(i int) int {
+		if n := withRoom(cands[i], k); n > 0 {
+			return n
+		}
+		return len(p.actives) + 1
+	}
+	slices.SortStableFunc(orphans, func(a, b int) int { return cmp.Compare(rank(a), rank(b)) })
+	for _, i := range orphans {
+		m := p.pickOrphanOwner(i, cands[i])
+		if m == nil {
+			cold = append(cold, i)
 			continue
 		}
-		if m := p.plannedOwner(i); m != nil {
-			m.load[kindOf(p.tasks[i].Stateful)]++
+		p.dest[i] = m
+		m.room[k]--
+		if m.room[k] < 0 {
+			evict(m)
 		}
 	}
-	if len(orphans) == 0 {
-		return
-	}
-	var total [2]int
+	return cold
+}
+
+// placeOrphans gives each task that nobody serves the owner balance chose
+// for it, at once: the tasks of dead members (failover), of members whose
+// worker is lost (their agent released them on the worker's behalf), and
+// unowned ones (a new group or task, or one unassigned while no member
+// could own it). No learner is waited for. The new owner gets epoch+1; a
+// lost worker's task carries the hand-off sequence and time of its agent's
+// release, a dead member's has none (the new owner's epoch fences the old
+// one). Balance keeps these tasks where they land in this plan.
+func (p *planner) placeOrphans() {
 	for i := range p.tasks {
-		total[kindOf(p.tasks[i].Stateful)]++
-	}
-	var rooms [2]*roomHeap
-	p.countOwned()
-	for _, k := range []kind{statefulKind, statelessKind} {
-		setQuotas(p.eligible, k, total[k])
-		for _, m := range p.eligible {
-			m.room[k] = m.quota[k] - m.load[k]
+		if !p.isOrphan[i] {
+			continue
 		}
-	}
-	for _, i := range orphans {
-		k := kindOf(p.tasks[i].Stateful)
-		m := p.warmOwner(i)
+		m := p.dest[i]
 		if m == nil {
-			if rooms[k] == nil {
-				rooms[k] = newRoomHeap(k, p.eligible)
-			}
-			m = rooms[k].top()
+			continue
 		}
-		if rooms[k] != nil {
-			rooms[k].take(m)
-		} else {
-			m.room[k]--
-		}
-		m.load[k]++
 		t := p.next[i]
-		if t.Active == "" {
+		old := p.byID[t.Active]
+		switch {
+		case t.Active == "":
 			p.move(i, MoveAssign, "", m.id, reasonUnowned)
-		} else {
+		case old != nil && old.lost:
+			p.move(i, MoveFailover, t.Active, m.id, reasonWorkerLost)
+		default:
 			p.move(i, MoveFailover, t.Active, m.id, reasonOwnerDead)
+		}
+		t.HandoffSeq, t.HandoffAt = 0, zeroTime
+		if old != nil {
+			if r, ok := old.rec.Released[p.tasks[i].ID]; ok && r.Epoch == t.Epoch {
+				t.HandoffSeq, t.HandoffAt = r.Seq, r.At
+			}
+			p.demoted[i] = old
 		}
 		p.removeMember(i, m.id)
 		t.Active = m.id
 		t.Epoch++
 		t.Revoke = nil
-		t.HandoffSeq, t.HandoffAt = 0, zeroTime
+		p.fixed[i] = true
 	}
 }
 
-// warmOwner picks the eligible member that can serve orphan task i soonest:
-// a standby (lowest lag, then ID), else a learner (likewise), else the
-// member whose local copy reaches furthest. For a stateless task it is the
-// target of an interrupted revoke. Nil if none.
-func (p *planner) warmOwner(i int) *member {
+// warmCandidates lists the active-capable members that can serve orphan
+// task i soonest, best first: its standbys, then its learners (each by
+// lowest lag, then ID), then the members with local state (furthest
+// first). For a stateless task it is the target of an interrupted revoke.
+func (p *planner) warmCandidates(i int) []*member {
 	t := p.next[i]
+	var out []*member
+	add := func(m *member) {
+		if m != nil && m.attached && m.id != t.Active && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
 	if !p.tasks[i].Stateful {
 		if t.Revoke != nil {
-			if m := p.byID[t.Revoke.Target]; m != nil && m.eligible {
-				return m
+			add(p.byID[t.Revoke.Target])
+		}
+		return out
+	}
+	byLag := func(ids []string) {
+		ms := make([]*member, 0, len(ids))
+		for _, id := range ids {
+			if m := p.byID[id]; m != nil && m.attached {
+				ms = append(ms, m)
 			}
 		}
-		return nil
+		slices.SortFunc(ms, func(a, b *member) int {
+			if c := cmp.Compare(p.lag(i, a.id), p.lag(i, b.id)); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.id, b.id)
+		})
+		for _, m := range ms {
+			add(m)
+		}
 	}
-	if m := p.leastLagged(i, t.Standbys); m != nil {
-		return m
-	}
+	byLag(t.Standbys)
 	ids := make([]string, 0, len(t.Learners))
 	for _, l := range t.Learners {
 		ids = append(ids, l.Member)
 	}
-	if m := p.leastLagged(i, ids); m != nil {
-		return m
+	byLag(ids)
+	for _, e := range p.pos.of(i) {
+		add(e.m)
 	}
-	if ps := p.pos.of(i); len(ps) > 0 {
-		return ps[0].m
-	}
-	return nil
+	return out
 }
 
-// leastLagged returns the eligible member of ids with the lowest lag for
-// task i, ties broken by ID.
-func (p *planner) leastLagged(i int, ids []string) *member {
-	var best *member
-	var bestLag uint64
-	for _, id := range ids {
-		m := p.byID[id]
-		if m == nil || !m.eligible {
-			continue
-		}
-		l := p.lag(i, id)
-		if best == nil || l < bestLag || (l == bestLag && id < best.id) {
-			best, bestLag = m, l
+// withRoom counts the members of ms with room for a task of kind k.
+func withRoom(ms []*member, k kind) int {
+	n := 0
+	for _, m := range ms {
+		if m.room[k] > 0 {
+			n++
 		}
 	}
-	return best
+	return n
+}
+
+// pickOrphanOwner chooses where orphan task i goes, weighing warmth
+// against the load it leaves:
+//
+//  1. the best warm candidate (standby, learner, local copy, in that
+//     order) whose member has room under its quota; among the caught-up
+//     ones (lag within the acceptable lag), the one with the most room;
+//  2. else the best caught-up candidate even if it is at its quota: the
+//     task serves at once, and balance later moves one task off that
+//     member through a learner, without a pause (a stale local copy is
+//     not worth the imbalance);
+//  3. else nil: the caller picks the member with the most room.
+//
+// A caught-up member is always preferred to the balanced target, because
+// a cold owner pauses the task for a restore and a warm one does not.
+func (p *planner) pickOrphanOwner(i int, cands []*member) *member {
+	k := kindOf(p.tasks[i].Stateful)
+	var best *member
+	bestWarm := false
+	for _, m := range cands {
+		if m.room[k] <= 0 {
+			continue
+		}
+		warm := p.caughtUp(i, m.id)
+		switch {
+		case best == nil:
+		case warm && !bestWarm:
+		case warm == bestWarm && warm && m.room[k] > best.room[k]:
+		default:
+			continue
+		}
+		best, bestWarm = m, warm
+	}
+	if best != nil {
+		return best
+	}
+	for _, m := range cands {
+		if p.caughtUp(i, m.id) {
+			return m
+		}
+	}
+	return nil
 }

@@ -109,7 +109,7 @@ func (p *planner) nextDeadline() time.Time {
 		if t.Active == "" || !p.tasks[i].Stateful {
 			continue
 		}
-		if m := p.byID[t.Active]; m != nil && m.leaving && len(p.eligible) > 0 {
+		if m := p.byID[t.Active]; m != nil && m.leaving && len(p.actives) > 0 {
 			consider(p.leaveDeadline(m))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -84,6 +85,16 @@ func summary(t *TaskAssignment) string {
 		fmt.Fprintf(&b, " seq=%d", t.HandoffSeq)
 	}
 	return b.String()
+}
+
+// checkSummaries checks the summary of each task in want (task -> summary).
+func checkSummaries(t *testing.T, res Result, want map[string]string) {
+	t.Helper()
+	for id, w := range want {
+		if got := summary(res.Assignment.Tasks[id]); got != w {
+			t.Errorf("Plan(in).Tasks[%s] = %s, want %s", id, got, w)
+		}
+	}
 }
 
 // moveLines renders moves as "task kind from>to reason".

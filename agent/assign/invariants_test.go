@@ -23,13 +23,17 @@ func checkPlan(t fataler, in Input, res Result) {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	// eligible counts the members that may get new active tasks: live,
+	// not leaving, worker attached.
 	live, leaving, eligible := map[string]*Member{}, map[string]bool{}, 0
+	attached := func(m *Member) bool { return m.Worker == "" || m.Worker == WorkerAttached }
 	for i := range in.Members {
 		m := &in.Members[i]
 		live[m.ID] = m
-		if m.Leaving {
+		switch {
+		case m.Leaving:
 			leaving[m.ID] = true
-		} else {
+		case attached(m):
 			eligible++
 		}
 	}
@@ -109,8 +113,24 @@ func checkPlan(t fataler, in Input, res Result) {
 		if eligible > 0 && nt.Active == "" {
 			fail(id, "unowned although %d members are eligible", eligible)
 		}
-		if eligible == 0 && nt.Active != "" && (nt.Revoke == nil || nt.Revoke.Target != "") {
+		if eligible == 0 && nt.Active != "" && (nt.Revoke == nil || nt.Revoke.Target != "") && (leaving[nt.Active] || live[nt.Active].Worker == WorkerLost) {
 			fail(id, "still owned by %s although no member is eligible, and not being retired", nt.Active)
+		}
+		// A member whose worker is not attached gets no new active task;
+		// one whose worker is detached keeps those it has; one whose
+		// worker is lost keeps none.
+		if m := live[nt.Active]; m != nil && !attached(m) && pt.Active != nt.Active {
+			fail(id, "given to %s, whose worker is %s", nt.Active, m.Worker)
+		}
+		if m := live[nt.Active]; m != nil && m.Worker == WorkerLost {
+			fail(id, "still owned by %s, whose worker is lost", nt.Active)
+		}
+		if m := live[pt.Active]; m != nil && m.Worker == WorkerDetached && !m.Leaving && pt.Revoke == nil && nt.Active != pt.Active {
+			fail(id, "moved off %s, whose worker is only detached", pt.Active)
+		}
+		// A task activated in this generation is not revoked in it.
+		if nt.Active != "" && nt.Revoke != nil && (nt.Active != pt.Active || nt.Epoch != pt.Epoch) {
+			fail(id, "activated on %s and revoked towards %s in one generation", nt.Active, nt.Revoke.Target)
 		}
 		if nt.Revoke != nil && nt.Revoke.Target == "" && eligible > 0 {
 			fail(id, "retired (revoked to nobody) although %d members are eligible", eligible)
@@ -119,7 +139,7 @@ func checkPlan(t fataler, in Input, res Result) {
 			fail(id, "given to leaving member %s", nt.Active)
 		}
 		if r := nt.Revoke; r != nil && r.Target != "" {
-			if live[r.Target] == nil || leaving[r.Target] || r.Target == nt.Active {
+			if live[r.Target] == nil || leaving[r.Target] || !attached(live[r.Target]) || r.Target == nt.Active {
 				fail(id, "revoke target %s is not an eligible member other than the owner", r.Target)
 			}
 		}
@@ -130,11 +150,34 @@ func checkPlan(t fataler, in Input, res Result) {
 			if !task.Stateful || live[l.Member] == nil || leaving[l.Member] || l.Member == nt.Active || slices.Contains(nt.Standbys, l.Member) {
 				fail(id, "learner %s should not be there", l.Member)
 			}
-			learnerTotal++
-			learnersOn[l.Member]++
+			if nt.Revoke == nil { // a learner being promoted to has caught up: it no longer counts
+				learnerTotal++
+				learnersOn[l.Member]++
+			}
 		}
-		if len(nt.Standbys) > max(cfg.Standbys, 0) {
-			fail(id, "%d standbys, want at most %d", len(nt.Standbys), cfg.Standbys)
+		// One standby more than configured while one moves (the new copy
+		// is built before the old one is dropped), and only then.
+		if n := len(nt.Standbys); n > max(cfg.Standbys, 0)+1 || cfg.Standbys <= 0 && n > 0 {
+			fail(id, "%d standbys, want at most %d (+1 while one moves)", len(nt.Standbys), cfg.Standbys)
+		}
+		// A moving standby is dropped only once the copies the task keeps
+		// are warm: never fewer warm copies than configured.
+		for _, m := range res.Moves {
+			if m.Task != id || m.Kind != MoveStandbyDrop || m.Reason != reasonBalance {
+				continue
+			}
+			warm := func(ss []string) int {
+				n := 0
+				for _, s := range ss {
+					if lag, ok := in.Lags[id][s]; ok && lag <= cfg.AcceptableLag {
+						n++
+					}
+				}
+				return n
+			}
+			if w := warm(nt.Standbys); w < min(max(cfg.Standbys, 0), warm(pt.Standbys)) {
+				fail(id, "standby %s dropped for balance, leaving %d warm standbys of %v", m.To, w, nt.Standbys)
+			}
 		}
 		for j, s := range nt.Standbys {
 			if !task.Stateful || live[s] == nil || leaving[s] || s == nt.Active || slices.Contains(nt.Standbys[j+1:], s) {
@@ -160,7 +203,16 @@ func checkPlan(t fataler, in Input, res Result) {
 
 		// A live owner hands a task over only through a revoke of an
 		// earlier generation, completed by a release or its timeout.
-		if old := live[pt.Active]; old != nil && nt.Active != pt.Active && nt.Active != "" {
+		// A lost worker's task moves at once, with its agent's release.
+		if old := live[pt.Active]; old != nil && old.Worker == WorkerLost && nt.Active != pt.Active && nt.Active != "" {
+			wantSeq := uint64(0)
+			if rel, ok := old.Released[id]; ok && rel.Epoch == pt.Epoch {
+				wantSeq = rel.Seq
+			}
+			if nt.HandoffSeq != wantSeq {
+				fail(id, "moved off lost %s with handoffSeq %d, want %d", pt.Active, nt.HandoffSeq, wantSeq)
+			}
+		} else if old != nil && nt.Active != pt.Active && nt.Active != "" {
 			if pt.Revoke == nil || pt.Revoke.Target != nt.Active {
 				fail(id, "moved %s -> %s without a revoke to %s in the previous generation", pt.Active, nt.Active, nt.Active)
 			}
@@ -264,18 +316,16 @@ func checkRounds(t fataler, in Input, res Result) {
 			revokedInRound = true
 		}
 	}
-	// A move of the previous round is alive while its learner stays (or is
-	// being promoted to).
+	// A move of the previous round is alive while its learner stays
+	// (its learner has not caught up yet: a task being revoked is done
+	// learning, so the next round may start).
 	alive := func(id string) bool {
 		pt, nt := prev.Tasks[id], next.Tasks[id]
-		if pt == nil || nt == nil || nt.Active != pt.Active {
+		if pt == nil || nt == nil || nt.Active != pt.Active || nt.Revoke != nil {
 			return false
 		}
-		if pt.Revoke != nil {
-			return nt.Revoke != nil && nt.Revoke.Target == pt.Revoke.Target
-		}
 		for _, l := range pt.Learners {
-			if nt.hasLearner(l.Member) || nt.Revoke != nil && nt.Revoke.Target == l.Member {
+			if nt.hasLearner(l.Member) {
 				return true
 			}
 		}
@@ -290,7 +340,9 @@ func checkRounds(t fataler, in Input, res Result) {
 	}
 	if revokedInRound && in.Now.Before(prev.Round.Started.Add(in.Config.StableMaxWait.D())) {
 		for _, id := range prev.Round.Tasks {
-			if nt := next.Tasks[id]; nt != nil && nt.Revoke == nil && len(nt.Learners) > 0 {
+			// A learner of the round still learning (not a new one of the
+			// next round, after the task's destination changed).
+			if nt, pt := next.Tasks[id], prev.Tasks[id]; nt != nil && pt != nil && nt.Revoke == nil && len(nt.Learners) > 0 && pt.hasLearner(nt.Learners[0].Member) {
 				t.Fatalf("stable: round revoked before all caught up (%s is not)\n%s\n%s", id, js(in), js(res))
 			}
 		}
@@ -345,7 +397,29 @@ func checkStill(t fataler, in Input, res Result) {
 	again := in
 	again.Current = res.Assignment
 	if r := Plan(again); r.Changed {
-		t.Fatalf("planning the result again changes it:\nfirst input: %s\nfirst result: %s\nsecond result: %s", js(in), js(res), js(r))
+		// A task activated in a plan stays where it landed in that plan,
+		// even if balance would rather have it elsewhere: the next plan
+		// may then move it (one step), and only that one.
+		// Standbys may take a second step too: a standby move decided on
+		// the copies a plan's own trims left.
+		if !activates(res) && !onlyStandbys(r) {
+			t.Fatalf("planning the result again changes it:\nfirst input: %s\nfirst result: %s\nsecond result: %s", js(in), js(res), js(r))
+		}
+		if activates(r) {
+			t.Fatalf("planning the result again activates more:\nfirst input: %s\nfirst result: %s\nsecond result: %s", js(in), js(res), js(r))
+		}
+		// Then only standby moves may follow (each finishing or starting
+		// a warm move on the copies the last one left), a few at most.
+		for step := 0; ; step++ {
+			res = r
+			again.Current = r.Assignment
+			if r = Plan(again); !r.Changed {
+				break
+			}
+			if step == 3 || !onlyStandbys(r) {
+				t.Fatalf("no fixed point %d plans after activations:\nfirst input: %s\nlast result: %s\nnext result: %s", step+2, js(in), js(res), js(r))
+			}
+		}
 	}
 	d := res.NextDeadline
 	if d.IsZero() {
@@ -392,4 +466,25 @@ func sameJSON(a, b any) bool {
 		return v
 	}
 	return bytes.Equal(mustJSON(norm(a)), mustJSON(norm(b)))
+}
+
+// activates reports whether res gives any task a new owner.
+func activates(res Result) bool {
+	for _, m := range res.Moves {
+		switch m.Kind {
+		case MoveAssign, MoveFailover, MovePromote, MoveRevokeCancel: // a cancelled revoke that was released re-grants
+			return true
+		}
+	}
+	return false
+}
+
+// onlyStandbys reports whether every move of res is a standby's.
+func onlyStandbys(res Result) bool {
+	for _, m := range res.Moves {
+		if m.Kind != MoveStandbyAdd && m.Kind != MoveStandbyDrop {
+			return false
+		}
+	}
+	return true
 }

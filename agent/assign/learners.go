@@ -51,8 +51,14 @@ func (p *planner) reconcile() {
 		owner := p.byID[t.Active]
 		wants = append(wants, learnerWant{task: i, m: d, existing: p.learnerOn(i, d.id), leaving: owner.leaving, pos: p.position(i, d)})
 	}
-	p.admitLearners(wants)
+	// Revokes first: a learner that has caught up and is being promoted
+	// no longer counts against the learner bounds, so its slot goes to
+	// the next learner in the same generation.
+	if p.cfg.Handover == Stable {
+		p.settleRound() // learners dropped above leave the round
+	}
 	p.startRevokes()
+	p.admitLearners(wants)
 }
 
 // dropLearnersExcept removes task i's learners other than keep.
@@ -75,21 +81,19 @@ func (p *planner) dropLearnersExcept(i int, keep, reason string) {
 // admitLearners keeps existing learners and adds new ones while the bounds
 // allow, in this order: existing learners, then the tasks of leaving
 // members, then destinations with the furthest local copy, then task ID.
-// Learners of tasks being revoked always stay. In stable mode new learners
-// start only when the previous round has finished, and form the next round.
+// The bounds (Config.MaxLearners over the group, MaxLearnersPerMember on
+// each member; 0 is no bound) count the learners still catching up: the
+// learner of a task being revoked has caught up and is waiting for the
+// release, so it always stays and no longer counts. In stable mode new
+// learners start only when the previous round has been revoked, and form
+// the next round.
 func (p *planner) admitLearners(wants []learnerWant) {
 	total := 0
 	for _, m := range p.members {
 		m.learners = 0
 	}
-	for i := range p.tasks {
-		if t := p.next[i]; t.Revoke != nil {
-			for _, l := range t.Learners {
-				p.byID[l.Member].learners++
-				total++
-			}
-		}
-	}
+	defer func() { p.learnerTotal = total }()
+	wants = slices.DeleteFunc(wants, func(w learnerWant) bool { return p.next[w.task].Revoke != nil })
 	fits := func(m *member) bool {
 		return (p.cfg.MaxLearners <= 0 || total < p.cfg.MaxLearners) &&
 			(p.cfg.MaxLearnersPerMember <= 0 || m.learners < p.cfg.MaxLearnersPerMember)
@@ -156,9 +160,9 @@ func boolFirst(a bool) int {
 	return 1
 }
 
-// settleRound drops from the stable round the tasks whose move finished or
-// was cancelled (no learner and no revoke left) and ends the round when
-// none is left.
+// settleRound drops from the stable round the tasks that are being
+// revoked (their learner caught up with the round's) or whose move was
+// cancelled (no learner left), and ends the round when none is left.
 func (p *planner) settleRound() {
 	r := p.round
 	if r == nil {
@@ -170,7 +174,7 @@ func (p *planner) settleRound() {
 		if !ok {
 			continue
 		}
-		if t := p.next[i]; t.Revoke != nil || len(t.Learners) > 0 {
+		if t := p.next[i]; t.Revoke == nil && len(t.Learners) > 0 {
 			kept = append(kept, id)
 		}
 	}

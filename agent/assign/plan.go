@@ -14,13 +14,26 @@ import (
 // in.Now), does not modify in, and its Result shares no memory with in. The
 // order of in.Members and of map iteration does not matter.
 //
-// One call makes every change that needs no acknowledgement from a member:
-// it records leaving members, fails over the tasks of dead members, assigns
-// unowned tasks, promotes released or timed-out revokes, computes the
-// balanced destination of every task, starts learners towards it (within
-// Config.MaxLearners and MaxLearnersPerMember), revokes tasks whose learner
-// or standby has caught up (per Config.Handover), moves stateless tasks, and
-// places standbys. Each change is listed in Result.Moves.
+// One call makes every change that needs no acknowledgement from a member,
+// in this order:
+//
+//   - trackLeaving, cleanup: record leaving members; drop roles on members
+//     that can no longer hold them; withdraw revokes whose target died,
+//     is leaving or has no worker attached;
+//   - unassignAll, when no member may own a task (all leaving, or no
+//     worker attached);
+//   - promote: complete released or timed-out revokes;
+//   - balance: the destination of every task, balancing stateful,
+//     stateless and all actives at once over the members whose worker is
+//     attached, orphans (dead owner, lost worker, no owner) included;
+//   - placeOrphans: give orphans their destination at once (failover);
+//   - reconcile: learners towards destinations (within Config.MaxLearners
+//     and MaxLearnersPerMember), revokes of tasks whose learner or standby
+//     has caught up (per Config.Handover), stateless moves;
+//   - placeStandbys: standbys filled, balanced with the actives, moved warm.
+//
+// A task that gets a new owner in a plan is not revoked in it. Each change
+// is listed in Result.Moves.
 //
 // Plan expects in.Config to pass Config.Validate (Input.Validate checks the
 // whole input). If the config's task specs do not expand, it returns the
@@ -33,15 +46,13 @@ func Plan(in Input) Result {
 	}
 	p.trackLeaving()
 	p.cleanup()
-	if len(p.eligible) == 0 {
+	if len(p.actives) == 0 {
 		p.unassignAll()
-	} else {
-		p.placeOrphans()
 	}
 	p.promote()
-	if len(p.eligible) > 0 {
-		p.balance(statefulKind)
-		p.balance(statelessKind)
+	if len(p.actives) > 0 {
+		p.balance()
+		p.placeOrphans()
 		p.reconcile()
 	}
 	p.placeStandbys()
@@ -62,9 +73,12 @@ type planner struct {
 	// next is each task's placement being built; never nil.
 	next []*TaskAssignment
 	// members are the live members sorted by ID; eligible those that are
-	// not leaving, in the same order.
+	// not leaving (they may hold learners and standbys), and actives those
+	// of them whose worker is attached (they may get new active tasks), in
+	// the same order.
 	members  []*member
 	eligible []*member
+	actives  []*member
 	byID     map[string]*member
 	// leaving is the next Assignment.Leaving.
 	leaving map[string]time.Time
@@ -78,8 +92,32 @@ type planner struct {
 	// learnerBorn marks tasks whose learner was added in this plan: it
 	// cannot be promoted before it has appeared in a published generation.
 	learnerBorn []bool
-	pos         positions
-	moves       []Move
+	// fixed marks tasks that got a new owner in this plan (failover,
+	// assignment, promotion, re-grant): the plan keeps them there, so that
+	// no task is activated and revoked in one generation.
+	fixed []bool
+	// movingOut marks tasks whose move to a learner is under way and can
+	// finish (see markMoving).
+	movingOut []bool
+	// isOrphan marks the tasks nobody serves (no owner, a dead owner, or
+	// an owner whose worker is lost); isPinned those that stay with their
+	// owner whatever the balance (its worker is detached: it keeps the
+	// actives it has, but its share is not counted) and are not being
+	// revoked. Both are settled when balance starts.
+	isOrphan, isPinned []bool
+	// need is how many standbys each stateful task can have (set by
+	// placeStandbys).
+	need []int
+	// holder is the member each stateful task is planned to end on, for
+	// the standby quotas (set by placeStandbys).
+	holder []*member
+	// lags is Input.Lags by task index (see lagsOf).
+	lags  []map[string]uint64
+	pos   positions
+	moves []Move
+	// learnerTotal counts the learners catching up once admitLearners
+	// ran; standbys being built come on top of it.
+	learnerTotal int
 }
 
 // member is a live member as one plan sees it.
@@ -90,8 +128,12 @@ type member struct {
 	zone     string
 	leaving  bool
 	eligible bool
-	// eidx is the member's index in planner.eligible, or -1.
-	eidx int
+	// attached: eligible and its worker is attached, so it may get new
+	// active tasks. lost: its worker is lost; its actives move away.
+	attached bool
+	lost     bool
+	// aidx is the member's index in planner.actives, or -1.
+	aidx int
 	// owned counts the tasks of each kind the member is active for.
 	owned [2]int
 	// load counts the tasks of each kind planned to end on the member (it
@@ -102,10 +144,18 @@ type member struct {
 	// room is what balance may still give the member.
 	room   [2]int
 	heapAt [2]int
+	// under: the member holds fewer tasks of the kind balance is placing
+	// than its quota, counting moves under way (see balanceKind).
+	under  bool
 	zoneAt int
 	// learners and standbys count the member's learner and standby entries.
 	learners int
 	standbys int
+	// squota is how many standbys the member should hold (see
+	// standbyQuotas); building counts the standbys being built on it.
+	squota   int
+	building int
+	settled  int // standbys that are not copies being built for a move
 }
 
 func newPlanner(in *Input) (*planner, bool) {
@@ -131,7 +181,8 @@ func newPlanner(in *Input) (*planner, bool) {
 		if rec.ID == "" {
 			continue
 		}
-		all = append(all, member{id: rec.ID, rec: rec, weight: weight(rec.Capacity), zone: rec.Zone, leaving: rec.Leaving, eidx: -1})
+		all = append(all, member{id: rec.ID, rec: rec, weight: weight(rec.Capacity), zone: rec.Zone, leaving: rec.Leaving,
+			lost: rec.Worker == WorkerLost, aidx: -1})
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].id < all[j].id })
 	p.byID = make(map[string]*member, len(all))
@@ -144,8 +195,12 @@ func newPlanner(in *Input) (*planner, bool) {
 		p.members = append(p.members, m)
 		if !m.leaving {
 			m.eligible = true
-			m.eidx = len(p.eligible)
 			p.eligible = append(p.eligible, m)
+			if w := m.rec.Worker; w == "" || w == WorkerAttached {
+				m.attached = true
+				m.aidx = len(p.actives)
+				p.actives = append(p.actives, m)
+			}
 		}
 	}
 
@@ -158,6 +213,7 @@ func newPlanner(in *Input) (*planner, bool) {
 	p.dest = make([]*member, n)
 	p.demoted = make([]*member, n)
 	p.learnerBorn = make([]bool, n)
+	p.fixed = make([]bool, n)
 	p.pos = indexPositions(p)
 	return p, true
 }
@@ -226,7 +282,7 @@ func (p *planner) move(i int, k MoveKind, from, to, reason string) {
 // lag is what member m reported it still has to apply of task i; unknown
 // lags are the largest.
 func (p *planner) lag(i int, m string) uint64 {
-	if l, ok := p.in.Lags[p.tasks[i].ID][m]; ok {
+	if l, ok := p.lagsOf(i)[m]; ok {
 		return l
 	}
 	return math.MaxUint64
@@ -234,8 +290,19 @@ func (p *planner) lag(i int, m string) uint64 {
 
 // caughtUp reports whether m's copy of task i is within the acceptable lag.
 func (p *planner) caughtUp(i int, m string) bool {
-	l, ok := p.in.Lags[p.tasks[i].ID][m]
+	l, ok := p.lagsOf(i)[m]
 	return ok && l <= p.cfg.AcceptableLag
+}
+
+// lagsOf is Input.Lags of task i, looked up once per plan.
+func (p *planner) lagsOf(i int) map[string]uint64 {
+	if p.lags == nil {
+		p.lags = make([]map[string]uint64, len(p.tasks))
+		for j, t := range p.tasks {
+			p.lags[j] = p.in.Lags[t.ID]
+		}
+	}
+	return p.lags[i]
 }
 
 // released returns owner's release of task i if it answers revoke rv at
@@ -255,37 +322,49 @@ func (p *planner) leaveDeadline(m *member) time.Time {
 	return p.leaving[m.id].Add(p.cfg.LeaveTimeout.D())
 }
 
-// plannedOwner is the eligible member task i is expected to end on: its
-// revoke target, else its learner, else its owner; nil if none of them is
-// eligible.
+// plannedOwner is the active-capable member task i is expected to end on:
+// its revoke target, else its learner, else its owner; nil if none of them
+// may own it.
 func (p *planner) plannedOwner(i int) *member {
 	t := p.next[i]
 	if t.Active == "" {
 		return nil
 	}
 	if t.Revoke != nil {
-		if m := p.byID[t.Revoke.Target]; m != nil && m.eligible {
+		if m := p.byID[t.Revoke.Target]; m != nil && m.attached {
 			return m
 		}
 	}
 	for _, l := range t.Learners {
-		if m := p.byID[l.Member]; m != nil && m.eligible && m.id != t.Active {
+		if m := p.byID[l.Member]; m != nil && m.attached && m.id != t.Active {
 			return m
 		}
 	}
-	if m := p.byID[t.Active]; m != nil && m.eligible {
+	if m := p.byID[t.Active]; m != nil && m.attached {
 		return m
 	}
 	return nil
 }
 
-// countOwned sets each eligible member's owned counts.
+// balanced counts the tasks of each kind that the balance distributes over
+// the active-capable members: all but those pinned to a detached owner.
+func (p *planner) balanced() [2]int {
+	var total [2]int
+	for i := range p.tasks {
+		if !p.isPinned[i] {
+			total[kindOf(p.tasks[i].Stateful)]++
+		}
+	}
+	return total
+}
+
+// countOwned sets each active-capable member's owned counts.
 func (p *planner) countOwned() {
-	for _, m := range p.eligible {
+	for _, m := range p.actives {
 		m.owned = [2]int{}
 	}
 	for i, t := range p.next {
-		if m := p.byID[t.Active]; m != nil && m.eligible {
+		if m := p.byID[t.Active]; m != nil && m.attached {
 			m.owned[kindOf(p.tasks[i].Stateful)]++
 		}
 	}

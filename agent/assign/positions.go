@@ -26,25 +26,25 @@ func indexPositions(p *planner) positions {
 	start := make([]int32, len(p.tasks)+1)
 	n := 0
 	for _, m := range p.eligible {
+		n += len(m.rec.Positions)
+	}
+	found := make([]posEntry, 0, n)
+	for _, m := range p.eligible {
 		for id, pos := range m.rec.Positions {
 			if i, ok := p.useful(id, pos); ok {
 				start[i+1]++
-				n++
+				found = append(found, posEntry{task: int32(i), m: m, pos: pos})
 			}
 		}
 	}
 	for i := 1; i < len(start); i++ {
 		start[i] += start[i-1]
 	}
-	entries := make([]posEntry, n)
+	entries := make([]posEntry, len(found))
 	fill := slices.Clone(start[:len(start)-1])
-	for _, m := range p.eligible {
-		for id, pos := range m.rec.Positions {
-			if i, ok := p.useful(id, pos); ok {
-				entries[fill[i]] = posEntry{task: int32(i), m: m, pos: pos}
-				fill[i]++
-			}
-		}
+	for _, e := range found {
+		entries[fill[e.task]] = e
+		fill[e.task]++
 	}
 	for i := range p.tasks {
 		if bucket := entries[start[i]:start[i+1]]; len(bucket) > 1 {

@@ -43,5 +43,6 @@ func (p *planner) promote() {
 		t.Epoch++
 		t.Revoke = nil
 		p.demoted[i] = owner
+		p.fixed[i] = true
 	}
 }

@@ -1,11 +1,12 @@
 package assign
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
 )
 
-// kind separates the two task types, balanced independently.
+// kind separates the two task types.
 type kind int
 
 const (
@@ -34,57 +35,208 @@ func weight(capacity int) uint64 {
 	return uint64(capacity)
 }
 
-// setQuotas gives each eligible member its quota of total tasks of kind k:
-// the floor of its capacity-weighted share, plus one of the remaining tasks
-// for as many members as there are remaining tasks. The remainders go
-// first to members that own more tasks than their floor (m.owned), since
-// they would otherwise have to shed one; then by the largest fractional
-// part of the share; then by member ID. Every quota is within one of the
-// exact share and the quotas sum to total.
+// setQuotas gives each member of ms its quota of stateful and of stateless
+// tasks, total[k] of each kind, so that three axes balance at once: each
+// member's stateful quota, its stateless quota and their sum are each the
+// floor or the ceiling of its capacity-weighted share. The quotas of each
+// kind add up to total[k].
 //
-// The first rule keeps plans sticky: re-planning a balanced state gives the
+// Each member starts at the floors of its two shares; the tasks the floors
+// leave of each kind (the spares) go one per member at most, to members
+// whose share of that kind has a fractional part, so that each member's sum
+// stays within its share of all actives: a member whose two fractional
+// parts add up to one or more needs one spare, and may take two only if
+// they add up to more than one. Among the ways to do that, setQuotas picks
+// one that keeps the most tasks where they are (m.owned): a spare of a kind
+// is worth one kept task to a member that owns more of that kind than its
+// floor. That is a small transportation problem over member types, solved
+// exactly (minCostFlow); within a type, spares go by the largest fractional
+// part, then by ID.
+//
+// Keeping tasks makes plans sticky: re-planning a balanced state gives the
 // same quotas, and a member that joins or leaves moves no more tasks than
 // the change of shares requires. It counts owners rather than planned
 // destinations because only a completed move changes owners: quotas must
-// not depend on anything a plan itself changes (learners), or the next
-// plan would undo its own decisions.
-func setQuotas(eligible []*member, k kind, total int) {
-	if len(eligible) == 0 {
+// not depend on anything a plan itself changes (learners), or the next plan
+// would undo its own decisions.
+func setQuotas(ms []*member, total [2]int) {
+	if len(ms) == 0 {
 		return
 	}
 	var sum uint64
-	for _, m := range eligible {
+	for _, m := range ms {
 		sum += m.weight
 	}
-	type rest struct {
-		m    *member
-		over bool
-		frac uint64 // numerator over sum
-	}
-	rests := make([]rest, len(eligible))
-	given := 0
-	for i, m := range eligible {
-		num := uint64(total) * m.weight
-		floor := int(num / sum)
-		m.quota[k] = floor
-		given += floor
-		rests[i] = rest{m: m, over: m.owned[k] > floor, frac: num % sum}
-	}
-	left := total - given
-	if left == 0 {
-		return
-	}
-	sort.Slice(rests, func(i, j int) bool {
-		a, b := rests[i], rests[j]
-		if a.over != b.over {
-			return a.over
+	var spare [2]int
+	qs := make([]quotaMember, len(ms))
+	types := map[quotaType][]*quotaMember{}
+	for i, m := range ms {
+		q := &qs[i]
+		q.m = m
+		for k := range 2 {
+			num := uint64(total[k]) * m.weight
+			m.quota[k] = int(num / sum)
+			q.frac[k] = num % sum
 		}
-		if a.frac != b.frac {
-			return a.frac > b.frac
-		}
-		return a.m.id < b.m.id
-	})
-	for i := 0; i < left; i++ {
-		rests[i].m.quota[k]++
+		var t quotaType
+		t.may[0], t.may[1] = q.frac[0] > 0, q.frac[1] > 0
+		t.need = q.frac[0]+q.frac[1] >= sum && t.may[0] // both parts are then positive
+		t.both = q.frac[0]+q.frac[1] > sum
+		t.gain[0] = b2i(m.owned[0] > m.quota[0])
+		t.gain[1] = b2i(m.owned[1] > m.quota[1])
+		types[t] = append(types[t], q)
 	}
+	for k := range 2 {
+		spare[k] = total[k]
+		for _, m := range ms {
+			spare[k] -= m.quota[k]
+		}
+	}
+	keys := make([]quotaType, 0, len(types))
+	for t := range types {
+		keys = append(keys, t)
+	}
+	slices.SortFunc(keys, compareQuotaTypes)
+	counts := make([]int, len(keys))
+	for j, t := range keys {
+		counts[j] = len(types[t])
+	}
+	given := spreadSpares(keys, counts, spare)
+	for j, t := range keys {
+		t.hand(types[t], given[j])
+	}
+}
+
+// quotaMember is one member while setQuotas rounds its shares.
+type quotaMember struct {
+	m    *member
+	frac [2]uint64 // fractional parts of its shares (numerators)
+}
+
+// quotaType is what matters about a member when spares are handed out.
+type quotaType struct {
+	may  [2]bool // its share of the kind has a fractional part
+	need bool    // it must take one spare (of either kind)
+	both bool    // it may take one spare of each kind
+	gain [2]int  // a spare of the kind keeps one more of its tasks
+}
+
+func compareQuotaTypes(a, b quotaType) int {
+	key := func(t quotaType) int {
+		return b2i(t.may[0]) | b2i(t.may[1])<<1 | b2i(t.need)<<2 | b2i(t.both)<<3 | t.gain[0]<<4 | t.gain[1]<<5
+	}
+	return cmp.Compare(key(a), key(b))
+}
+
+// hand gives the members of one type their spares: given[k] of kind k.
+// Stateful spares go by the largest fractional part (then ID); stateless
+// ones first to members that need a spare and have none, then likewise to
+// members that may still take one.
+func (t quotaType) hand(ms []*quotaMember, given [2]int) {
+	sorted := func(k kind) []int {
+		out := make([]int, len(ms))
+		for i := range out {
+			out[i] = i
+		}
+		slices.SortFunc(out, func(a, b int) int {
+			if c := cmp.Compare(ms[b].frac[k], ms[a].frac[k]); c != 0 {
+				return c
+			}
+			return cmp.Compare(ms[a].m.id, ms[b].m.id)
+		})
+		return out
+	}
+	stateful := make([]bool, len(ms))
+	for _, i := range sorted(statefulKind)[:given[statefulKind]] {
+		ms[i].m.quota[statefulKind]++
+		stateful[i] = true
+	}
+	took := make([]bool, len(ms))
+	n := given[statelessKind]
+	order := sorted(statelessKind)
+	give := func(i int) {
+		ms[i].m.quota[statelessKind]++
+		took[i] = true
+		n--
+	}
+	if t.need {
+		for _, i := range order {
+			if n > 0 && !stateful[i] {
+				give(i)
+			}
+		}
+	}
+	for _, i := range order {
+		if n > 0 && !took[i] && (!stateful[i] || t.both) {
+			give(i)
+		}
+	}
+}
+
+// spreadSpares decides how many spares of each kind each member type gets:
+// given[j][k] for type keys[j] with counts[j] members, spare[k] in all,
+// keeping as many tasks as possible. It is a min-cost flow from the two
+// kinds to the types; a type's members take at most one spare of each
+// kind, at least one in all if they need one and at most one in all
+// unless they may take both.
+func spreadSpares(keys []quotaType, counts []int, spare [2]int) [][2]int {
+	// Nodes: 0 source, 1 and 2 the kinds, 3.. the types, then the sink.
+	n := len(keys)
+	g := newFlowGraph(n + 4)
+	src, sink := 0, n+3
+	g.edge(src, 1, spare[0], 0)
+	g.edge(src, 2, spare[1], 0)
+	const must = -1 << 20 // a needed spare outweighs any number of kept tasks
+	kindEdge := make([][2]int, n)
+	for j, t := range keys {
+		c := counts[j]
+		for k := range 2 {
+			kindEdge[j][k] = -1
+			if t.may[k] {
+				kindEdge[j][k] = g.edge(1+k, 3+j, c, -t.gain[k])
+			}
+		}
+		lo, hi := 0, c
+		if t.need {
+			lo = c
+		}
+		if t.both {
+			hi = 2 * c
+		}
+		if lo > 0 {
+			g.edge(3+j, sink, lo, must)
+		}
+		if hi > lo {
+			g.edge(3+j, sink, hi-lo, 0)
+		}
+	}
+	g.minCostFlow(src, sink)
+	given := make([][2]int, n)
+	for j := range keys {
+		for k := range 2 {
+			if e := kindEdge[j][k]; e >= 0 {
+				given[j][k] = g.flow(e)
+			}
+		}
+	}
+	return given
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// share is a member's capacity-weighted share of some tasks: floor plus a
+// fractional part frac/sum.
+type share struct {
+	floor int
+	frac  uint64
+}
+
+func shareOf(total int, w, sum uint64) share {
+	num := uint64(total) * w
+	return share{floor: int(num / sum), frac: num % sum}
 }

@@ -10,6 +10,8 @@ const (
 	reasonReleased       = "released"
 	reasonReleaseTimeout = "release-timeout"
 	reasonNoMember       = "no-eligible-member"
+	reasonWorkerLost     = "worker-lost"
+	reasonTargetDetached = "target-detached"
 	reasonRemoved        = "removed-from-config"
 	reasonMemberDead     = "member-dead"
 	reasonMemberLeaving  = "member-leaving"

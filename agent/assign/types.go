@@ -236,7 +236,7 @@ type Result struct {
 	// Shutdown lists the leaving members that own nothing and may exit.
 	Shutdown []string `json:"shutdown,omitempty"`
 	// NextDeadline is when the plan would change with time alone (a release,
-	// leave or stable-round timeout); zero if never. The leader plans again
-	// then even if nothing else happens.
-	NextDeadline time.Time `json:"nextDeadline,omitempty"`
+	// leave or stable-round timeout); zero if never, and then left out of
+	// the JSON. The leader plans again then even if nothing else happens.
+	NextDeadline time.Time `json:"nextDeadline,omitzero"`
 }

@@ -94,7 +94,7 @@ func (w *world) liveIDs(filter func(*Member) bool) []string {
 
 // step applies one random event.
 func (w *world) step(t *rapid.T) {
-	switch rapid.IntRange(0, 9).Draw(t, "event") {
+	switch rapid.IntRange(0, 10).Draw(t, "event") {
 	case 0: // a member joins or rejoins
 		var out []string
 		for _, m := range w.pool {
@@ -156,6 +156,29 @@ func (w *world) step(t *rapid.T) {
 	case 8: // the leader wakes up at the deadline it was given
 		if d := w.last.NextDeadline; !d.IsZero() {
 			w.now = d
+		}
+	case 10: // a member's worker detaches, reattaches, or is lost
+		ids := w.liveIDs(nil)
+		if len(ids) == 0 {
+			break
+		}
+		m := w.live[rapid.SampledFrom(ids).Draw(t, "worker")]
+		switch rapid.SampledFrom([]WorkerState{"", WorkerAttached, WorkerDetached, WorkerLost}).Draw(t, "workerState") {
+		case WorkerLost:
+			// The agent releases every active task on its worker's behalf.
+			m.Worker = WorkerLost
+			for _, id := range sortedTaskIDs(w.current) {
+				if ta := w.current.Tasks[id]; ta.Active == m.ID && rapid.IntRange(0, 4).Draw(t, "releases") > 0 {
+					if m.Released == nil {
+						m.Released = map[string]Release{}
+					}
+					m.Released[id] = Release{Epoch: ta.Epoch, Seq: uint64(rapid.IntRange(1, 1000).Draw(t, "seq")), At: w.now}
+				}
+			}
+		case WorkerDetached:
+			m.Worker = WorkerDetached
+		default:
+			m.Worker = WorkerAttached
 		}
 	case 9: // the group is reconfigured: standbys, handover mode, tasks
 		switch rapid.IntRange(0, 2).Draw(t, "reconfigure") {

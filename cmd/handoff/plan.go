@@ -244,6 +244,9 @@ func planReport(w io.Writer, in assign.Input, res assign.Result) error {
 		case b == (planCount{}):
 			state = "new"
 		}
+		if ok && (m.Worker == assign.WorkerDetached || m.Worker == assign.WorkerLost) {
+			state += ", worker " + string(m.Worker)
+		}
 		if m.Capacity > 1 {
 			state += fmt.Sprintf(" (capacity %d)", m.Capacity)
 		}
@@ -343,7 +346,9 @@ var planReasons = map[string]string{
 	"owner-dead":          "its owner's lease expired; given at once to the most caught-up member",
 	"released":            "the old owner released it; the target resumes from its last commit",
 	"release-timeout":     "the old owner did not release in time; it is fenced",
-	"no-eligible-member":  "no live member that is not leaving can own it; it waits, state kept in the changelog",
+	"no-eligible-member":  "no live member that is not leaving, with its worker attached, can own it; it waits, state kept in the changelog",
+	"worker-lost":         "its owner's worker is lost; its agent released it and it moved at once to the most caught-up member",
+	"target-detached":     "the revoke's target has no worker attached; the owner keeps the task",
 	"removed-from-config": "the task is no longer in the group's config",
 	"member-dead":         "that member died",
 	"member-leaving":      "that member is leaving and gets nothing new",

@@ -93,6 +93,21 @@ func TestPlanJSON(t *testing.T) {
 	}
 }
 
+// TestPlanJSONNoDeadline: with nothing that time alone would change,
+// --json leaves nextDeadline out rather than printing the zero time.
+func TestPlanJSONNoDeadline(t *testing.T) {
+	snap := `{"config": {"stateful": ["orders-0"]}, "now": "2025-06-01T12:00:00Z",
+	  "members": [{"id": "worker-0"}],
+	  "current": {"generation": 3, "tasks": {"orders-0": {"active": "worker-0", "epoch": 1}}}}`
+	out, err := runPlanCmd(t, snap, "--json", "-")
+	if err != nil {
+		t.Fatalf("handoff plan --json -: %v", err)
+	}
+	if strings.Contains(out, "nextDeadline") {
+		t.Errorf("handoff plan --json printed %s\nwant no nextDeadline", out)
+	}
+}
+
 func TestPlanNowFlag(t *testing.T) {
 	// Without its "now" a snapshot is refused unless --now gives one; with
 	// --now 12:00:06 and no release, the revoke of orders-8 (started
