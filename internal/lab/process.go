@@ -333,8 +333,8 @@ func (m *Member) runProcesses(inc *incarnation) {
 }
 
 // teardownProcesses ends an incarnation of processes. After a leave the
-// worker has exited and the agent exits once it has left: it gets stopWait
-// for that. Otherwise both are killed: the agent first for a crash (the
+// worker has exited, and the agent, which has left, gets SIGTERM and
+// stopWait to exit. Otherwise both are killed: the agent first for a crash (the
 // group sees nothing more from the member), the worker first for a stop.
 func (m *Member) teardownProcesses(inc *incarnation, graceful bool, state string) {
 	p := inc.procs
@@ -346,6 +346,9 @@ func (m *Member) teardownProcesses(inc *incarnation, graceful bool, state string
 	var errs []error
 	switch {
 	case state == MemberLeft:
+		// An agent keeps serving after a leave over its API, until it is
+		// told to stop: it has left, so it exits at once.
+		_ = p.agent.Terminate()
 		if !waitClosed(inc.agentDone, stopWait) {
 			errs = append(errs, fmt.Errorf("lab: the agent of %s did not exit within %s of its leave; killed", m.ID, stopWait))
 		}
