@@ -65,15 +65,7 @@ func TestLeaseFencesWrites(t *testing.T) {
 // none of its keys.
 func TestLeasePutAllFences(t *testing.T) {
 	ctx := context.Background()
-	js := natstest.Start(t).JetStream(t)
-	kv, err := OpenBucket(ctx, js, "g", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Campaign(ctx, js, kv, "g", LeaseRecord{Member: "a"}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, kv, l := leaseOfA(t)
 	keys := []string{PrefixAssignment + "a", PrefixAssignment + "b", PrefixAssignment + "c"}
 	values := [][]byte{[]byte(`"1a"`), []byte(`"1b"`), []byte(`"1c"`)}
 	revs, err := l.PutAll(ctx, keys, values)
@@ -103,4 +95,21 @@ func TestLeasePutAllFences(t *testing.T) {
 			t.Errorf("%s after a deposed PutAll: %v, %v; want %s still", key, e, err, values[i])
 		}
 	}
+}
+
+// leaseOfA opens group g's bucket on a fresh server and campaigns for its
+// lease as member a.
+func leaseOfA(t *testing.T) (jetstream.JetStream, jetstream.KeyValue, *Lease) {
+	t.Helper()
+	ctx := context.Background()
+	js := natstest.Start(t).JetStream(t)
+	kv, err := OpenBucket(ctx, js, "g", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Campaign(ctx, js, kv, "g", LeaseRecord{Member: "a"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, kv, l
 }

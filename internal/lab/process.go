@@ -410,20 +410,15 @@ func (l *Lab) readProcessLogs() {
 		e      countworker.Event
 	}
 	var events []memberEvent
-	for _, m := range l.Members() {
-		m.mu.RLock()
-		p := m.procs
-		m.mu.RUnlock()
-		if p == nil {
-			continue
-		}
+	for _, mp := range l.processes() {
+		p := mp.procs
 		_ = p.events.Refresh()
 		_ = p.log.Refresh()
 		p.mu.Lock()
 		later := p.unread[:0]
 		for _, e := range p.unread {
 			if e.Time.Before(cutoff) {
-				events = append(events, memberEvent{m.ID, e})
+				events = append(events, memberEvent{mp.id, e})
 			} else {
 				later = append(later, e)
 			}
@@ -437,21 +432,34 @@ func (l *Lab) readProcessLogs() {
 	}
 }
 
+// memberProcesses is a member that runs as processes, and its processes.
+type memberProcesses struct {
+	id    string
+	procs *memberProcs
+}
+
+// processes returns the members that run as processes.
+func (l *Lab) processes() []memberProcesses {
+	var out []memberProcesses
+	for _, m := range l.Members() {
+		m.mu.RLock()
+		if m.procs != nil {
+			out = append(out, memberProcesses{m.ID, m.procs})
+		}
+		m.mu.RUnlock()
+	}
+	return out
+}
+
 // AgentEvents returns the lines of every agent process's log so far, in
 // time order; nil for an in-process lab, whose agents share one log.
 func (l *Lab) AgentEvents() []AgentEvent {
 	l.readProcessLogs()
 	var out []AgentEvent
-	for _, m := range l.Members() {
-		m.mu.RLock()
-		p := m.procs
-		m.mu.RUnlock()
-		if p == nil {
-			continue
-		}
-		p.mu.Lock()
-		out = append(out, p.agentEvents...)
-		p.mu.Unlock()
+	for _, mp := range l.processes() {
+		mp.procs.mu.Lock()
+		out = append(out, mp.procs.agentEvents...)
+		mp.procs.mu.Unlock()
 	}
 	slices.SortStableFunc(out, func(a, b AgentEvent) int { return a.At.Compare(b.At) })
 	return out
