@@ -16,15 +16,7 @@ import (
 // with ErrLeaseLost and nothing of them is stored.
 func TestLeaseFencesWrites(t *testing.T) {
 	ctx := context.Background()
-	js := natstest.Start(t).JetStream(t)
-	kv, err := OpenBucket(ctx, js, "g", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Campaign(ctx, js, kv, "g", LeaseRecord{Member: "a"}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, kv, l := leaseOfA(t)
 	if _, err := Campaign(ctx, js, kv, "g", LeaseRecord{Member: "b"}, time.Minute); !errors.Is(err, jetstream.ErrKeyExists) {
 		t.Fatalf("second Campaign = %v, want jetstream.ErrKeyExists", err)
 	}
