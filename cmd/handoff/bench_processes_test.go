@@ -11,33 +11,44 @@ import (
 	"github.com/handoffhq/handoff/internal/proc"
 )
 
-// TestBenchProcesses runs a tiny bench of processes (a nats-server, and
-// per member a handoff agent and a counter worker) and checks that its
-// counts are exact and that the breakdown found each planned move's steps
-// in the processes' logs, in order. It asserts no wall-clock figure.
+// TestBenchProcesses runs a tiny scale-up and scale-down as processes (a
+// nats-server, and per member a handoff agent and a counter worker) and
+// checks that the counts are exact and that the breakdown found each planned
+// move's steps in the processes' logs, in order. It asserts no wall-clock
+// figure.
 func TestBenchProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs a group of processes")
 	}
 	t.Cleanup(proc.RemoveBuilds)
-	var out, errOut bytes.Buffer
-	e := &env{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	args := []string{"bench", "--processes", "--scenario", "scale-up", "--from", "2", "--to", "3", "--tasks", "6",
-		"--stateless-share", "0", "--keys", "300", "--value-size", "32", "--rate", "100", "--warmup", "300ms",
-		"--hold", "200ms", "--modes", "eager", "--json"}
-	if err := run(ctx, args, e); err != nil {
-		t.Fatalf("handoff bench --processes: %v\nstderr:\n%s", err, errOut.String())
+	for _, sc := range []struct{ scenario, from, to string }{{"scale-up", "2", "3"}, {"scale-down", "3", "2"}} {
+		t.Run(sc.scenario, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			e := &env{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			args := []string{"bench", "--processes", "--scenario", sc.scenario, "--from", sc.from, "--to", sc.to, "--tasks", "6",
+				"--stateless-share", "0", "--keys", "300", "--value-size", "32", "--rate", "100", "--warmup", "300ms",
+				"--hold", "200ms", "--modes", "eager", "--json"}
+			if err := run(ctx, args, e); err != nil {
+				t.Fatalf("handoff bench --processes: %v\nstderr:\n%s", err, errOut.String())
+			}
+			var res benchResults
+			if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+				t.Fatalf("--json output does not decode: %v\n%s", err, out.String())
+			}
+			if len(res.Runs) != 1 || !res.Settings.Processes {
+				t.Fatalf("%d runs, processes %v; want 1 run of processes", len(res.Runs), res.Settings.Processes)
+			}
+			checkBreakdown(t, res.Runs[0])
+		})
 	}
-	var res benchResults
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		t.Fatalf("--json output does not decode: %v\n%s", err, out.String())
-	}
-	if len(res.Runs) != 1 || !res.Settings.Processes {
-		t.Fatalf("%d runs, processes %v; want 1 run of processes", len(res.Runs), res.Settings.Processes)
-	}
-	r := res.Runs[0]
+}
+
+// checkBreakdown checks that a run is exact and balanced and that its
+// breakdown found every planned stateful move's steps, in causal order.
+func checkBreakdown(t *testing.T, r benchRun) {
+	t.Helper()
 	if r.Error != "" || !r.Exact || !r.Balanced {
 		t.Fatalf("error %q, exact %v (%s), balanced %v; want a clean, exact, balanced run", r.Error, r.Exact, r.Check, r.Balanced)
 	}
