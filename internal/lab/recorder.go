@@ -36,10 +36,10 @@ type Recorder struct {
 	running  map[string]runningTask
 	released map[string]handoff // the last release of each task, until its next start
 	lost     map[string]handoff // tasks whose owner crashed, until their next start
-	caught   map[pair]bool       // learners already said to have caught up
-	joined   map[string]bool     // members already seen in a generation
-	last     sample              // the latest sample
-	sampled  chan struct{}       // closed and replaced after every sample
+	caught   map[pair]bool      // learners already said to have caught up
+	joined   map[string]bool    // members already seen in a generation
+	last     sample             // the latest sample
+	sampled  chan struct{}      // closed and replaced after every sample
 
 	committed        map[string]uint64 // checkpoint of each task's last commit
 	committedRecords uint64
