@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,7 +52,7 @@ func benchConfig(s benchSettings, mode string) (assign.Config, error) {
 }
 
 // benchMode runs the scenario in one mode on a fresh lab.
-func benchMode(ctx context.Context, s benchSettings, mode string, procs *lab.Processes, prog *benchProgress) (benchRun, *benchTimeline) {
+func benchMode(ctx context.Context, s benchSettings, mode string, prog *benchProgress) (benchRun, *benchTimeline) {
 	run := benchRun{Mode: mode}
 	cfg, err := benchConfig(s, mode)
 	if err != nil {
@@ -64,7 +63,7 @@ func benchMode(ctx context.Context, s benchSettings, mode string, procs *lab.Pro
 	run.Available = true
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	tl, err := benchExecute(ctx, s, cfg, &run, procs, prog)
+	tl, err := benchExecute(ctx, s, cfg, &run, prog)
 	if err != nil {
 		run.Error = err.Error()
 		prog.note("%s: %v", mode, err)
@@ -73,7 +72,7 @@ func benchMode(ctx context.Context, s benchSettings, mode string, procs *lab.Pro
 }
 
 // benchExecute opens the lab, runs the scenario and measures it.
-func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *benchRun, procs *lab.Processes, prog *benchProgress) (_ *benchTimeline, err error) {
+func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *benchRun, prog *benchProgress) (_ *benchTimeline, err error) {
 	run.Load[0] = benchLoadAverage()
 	run.Group = "bench-" + run.Mode
 	if s.NATS != "" {
@@ -81,7 +80,7 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	}
 	l, err := lab.Open(ctx, lab.Options{
 		Group: run.Group, NATSURL: s.NATS, Config: cfg, Keep: s.Keep, SampleEvery: s.Sample,
-		Seed: s.Seed, AgentLevel: benchAgentLevel(s), Processes: procs, MaxDelay: s.WorkerMaxDelay,
+		Seed: s.Seed, AgentLevel: zerolog.InfoLevel,
 	})
 	if err != nil {
 		return nil, err
@@ -149,9 +148,6 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	}
 	run.TimeToBalancedMS = durMS(balanced.Sub(event))
 	run.Generations = steady.Generation - rec.GenerationAt(event)
-	if s.Scenario == scenarioScaleUp {
-		run.NewcomerTasks = newcomerTasks(rec.Snapshot(), benchMemberIDs(s.From+1, s.To))
-	}
 	run.ActivationReplayedMetric = l.ActivationReplayed() - activationBefore
 
 	prog.phase("draining the input and checking the changelog", 0.9)
@@ -169,7 +165,6 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 
 	pauses := rec.Pauses(event)
 	benchPauses(run, pauses, event)
-	run.Breakdown = benchBreakdown(l.Handoffs(pauses))
 	run.LearnerSeconds = rec.RoleSeconds(lab.RoleLearner, event, balanced)
 	run.RestoringSeconds = rec.RoleSeconds(lab.RoleRestoring, event, balanced)
 	var learnerRates []float64
@@ -364,28 +359,4 @@ func benchMaxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// newcomerTasks is the most stateful tasks one of newcomers owns in snap.
-func newcomerTasks(snap lab.Snapshot, newcomers []string) int {
-	n := map[string]int{}
-	for _, t := range snap.Tasks {
-		if t.Stateful && slices.Contains(newcomers, t.Owner) {
-			n[t.Owner]++
-		}
-	}
-	most := 0
-	for _, c := range n {
-		most = max(most, c)
-	}
-	return most
-}
-
-// benchAgentLevel is the agents' log level (checked by parseBench).
-func benchAgentLevel(s benchSettings) zerolog.Level {
-	l, err := zerolog.ParseLevel(s.AgentLevel)
-	if err != nil {
-		return zerolog.InfoLevel
-	}
-	return l
 }

@@ -1,4 +1,4 @@
-package proc
+package scenario
 
 import (
 	"bytes"
@@ -8,15 +8,13 @@ import (
 	"sync"
 )
 
-// LineReader reads a growing file of JSON lines incrementally: each Refresh
-// hands the complete lines written since the last one to Parse. A line cut
+// lineReader reads a growing file of JSON lines incrementally: each Refresh
+// hands the complete lines written since the last one to parse. A line cut
 // short by a SIGKILL is skipped once a later line follows it; the count of
-// lines Parse refused is kept. Lines that do not start with '{' (markers, a
-// panic trace) are skipped. Safe for concurrent use; set Path and Parse
-// before the first Refresh.
-type LineReader struct {
-	Path  string
-	Parse func(line []byte) error
+// lines parse refused is kept. Safe for concurrent use.
+type lineReader struct {
+	path  string
+	parse func(line []byte) error
 
 	mu      sync.Mutex
 	offset  int64
@@ -26,23 +24,23 @@ type LineReader struct {
 }
 
 // Refresh parses what was appended since the last call.
-func (r *LineReader) Refresh() error {
+func (r *lineReader) Refresh() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	f, err := os.Open(r.Path)
+	f, err := os.Open(r.path)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("open %s: %w", r.Path, err)
+		return fmt.Errorf("open %s: %w", r.path, err)
 	}
 	defer f.Close()
 	if _, err := f.Seek(r.offset, io.SeekStart); err != nil {
-		return fmt.Errorf("seek %s: %w", r.Path, err)
+		return fmt.Errorf("seek %s: %w", r.path, err)
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", r.Path, err)
+		return fmt.Errorf("read %s: %w", r.path, err)
 	}
 	r.offset += int64(len(data))
 	data = append(r.partial, data...)
@@ -56,7 +54,7 @@ func (r *LineReader) Refresh() error {
 		if len(bytes.TrimSpace(line)) == 0 || line[0] != '{' {
 			continue // the harness's own markers, a panic trace, ...
 		}
-		if err := r.Parse(line); err != nil {
+		if err := r.parse(line); err != nil {
 			r.bad++
 			r.lastBad = fmt.Sprintf("%q: %v", line, err)
 		}
@@ -66,7 +64,7 @@ func (r *LineReader) Refresh() error {
 }
 
 // Bad returns how many lines could not be parsed, and the last of them.
-func (r *LineReader) Bad() (int, string) {
+func (r *lineReader) Bad() (int, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.bad, r.lastBad
