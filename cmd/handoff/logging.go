@@ -12,6 +12,14 @@ import (
 	"github.com/handoffhq/handoff/internal/redact"
 )
 
+// Log timestamps have microseconds, so that the agents' events line up with
+// hand-off pauses of a few milliseconds: JSON lines carry the UTC time in
+// RFC 3339 with six decimals, console lines the local time of day.
+const (
+	logTimeJSON    = "2006-01-02T15:04:05.000000Z07:00"
+	logTimeConsole = "15:04:05.000000"
+)
+
 func parseLevel(s string) (zerolog.Level, error) {
 	l, err := zerolog.ParseLevel(s)
 	if err != nil || s == "" {
@@ -35,7 +43,15 @@ func newLogger(w io.Writer, level, format string, red *redact.Redactor) zerolog.
 		w = red.Writer(w)
 	}
 	if console {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: logTimeConsole}
 	}
-	return zerolog.New(w).Level(l).With().Timestamp().Logger()
+	return zerolog.New(w).Level(l).Hook(timestampHook{})
+}
+
+// timestampHook stamps every line with the time in logTimeJSON: zerolog's
+// own Timestamp() has whole seconds unless a global is changed.
+type timestampHook struct{}
+
+func (timestampHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format(logTimeJSON))
 }
