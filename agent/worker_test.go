@@ -130,11 +130,12 @@ func TestWorkerWatch(t *testing.T) {
 		_, err := api.Commit(ctx, "w-0", httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte("v")}}})
 		return err
 	}
+	// The commit changes the view, which may end the poller's open poll
+	// just before it stops: its last poll ends after this.
+	stopping := time.Now()
 	if err := commit(); err != nil {
 		t.Fatalf("commit with the worker attached: %v", err)
 	}
-
-	stopping := time.Now()
 	w.stop()
 	waitFor(t, 10*time.Second, "m1's worker lost", func() error {
 		if w, since := memberWorker(c, "m1"); w != httpapi.WorkerLost || since == nil {

@@ -194,7 +194,7 @@ func writeBenchTable(w io.Writer, r benchResults) error {
 		}
 	}
 	if len(r.Figures) > 0 {
-		fmt.Fprintln(w, "\nFigures (issue #6)")
+		fmt.Fprintln(w, "\nFigures: pauses, time to balanced, bytes replayed")
 		for _, f := range r.Figures {
 			verdict := ""
 			if f.Met != nil {

@@ -12,7 +12,7 @@ func TestLogTimestampsHaveMicroseconds(t *testing.T) {
 	t.Run("json", func(t *testing.T) {
 		var buf bytes.Buffer
 		before := time.Now().Truncate(time.Microsecond)
-		log := newLogger(&buf, "info", "json")
+		log := newLogger(&buf, "info", "json", nil)
 		child := log.With().Str("component", "test").Logger()
 		child.Info().Msg("hello")
 		after := time.Now()
@@ -35,7 +35,7 @@ func TestLogTimestampsHaveMicroseconds(t *testing.T) {
 	})
 	t.Run("console", func(t *testing.T) {
 		var buf bytes.Buffer
-		log := newLogger(&buf, "info", "console")
+		log := newLogger(&buf, "info", "console", nil)
 		log.Info().Msg("hello")
 		plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAll(buf.Bytes(), nil) // colours
 		if !regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{6} INF hello`).Match(plain) {
@@ -44,7 +44,7 @@ func TestLogTimestampsHaveMicroseconds(t *testing.T) {
 	})
 	t.Run("disabled level", func(t *testing.T) {
 		var buf bytes.Buffer
-		log := newLogger(&buf, "warn", "json")
+		log := newLogger(&buf, "warn", "json", nil)
 		log.Info().Msg("hidden")
 		if buf.Len() != 0 {
 			t.Errorf("an info line below level warn wrote %q", buf.String())
