@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register("bench", "measure rebalance efficiency: pauses, time to balanced, replay, per hand-over mode", runBench)
+	register("bench", "measure rebalance efficiency: pauses, time to balanced, replay, per hand-off mode", runBench)
 }
 
 // Scenarios of the bench.
@@ -27,7 +27,7 @@ const (
 	scenarioRolling   = "rolling-restart"
 )
 
-// Modes of the bench: the group's hand-over modes, and cold-sim.
+// Modes of the bench: the group's hand-off modes, and cold-sim.
 const (
 	modeEager   = "eager"
 	modeStable  = "stable"
