@@ -132,7 +132,8 @@ type Agent struct {
 	changed      chan struct{} // closed and replaced on every view change
 	positions    map[string]uint64
 
-	rewatch atomic.Pointer[chan struct{}] // closed and replaced when NATS reconnects
+	rewatch    *broadcast // fires when the connection to NATS comes back
+	replayBack *broadcast // fires when the replay connection comes back
 
 	// leader is this member's leader state while it leads, nil otherwise.
 	leader atomic.Pointer[leader]
@@ -245,8 +246,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	if opts.RequireWorker {
 		a.metrics.setWorkerState(assign.WorkerDetached)
 	}
-	rewatch := make(chan struct{})
-	a.rewatch.Store(&rewatch)
+	a.rewatch, a.replayBack = newBroadcast(), newBroadcast()
 	if info, ok := store.Rebuilt(); ok {
 		a.metrics.storeRebuilds.Inc()
 		a.log.Warn().Str("movedTo", info.MovedTo).Msg("the local store was rebuilt empty: every task this member gets is restored from its snapshot and the changelog")
@@ -279,6 +279,13 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 			prev(c)
 		}
 		a.onReconnect()
+	})
+	prevReplay := replayNC.Opts.ReconnectedCB
+	replayNC.SetReconnectHandler(func(c *nats.Conn) {
+		if prevReplay != nil {
+			prevReplay(c)
+		}
+		a.onReplayReconnect()
 	})
 	return a, nil
 }

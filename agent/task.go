@@ -104,8 +104,14 @@ const replayPullBytes = 4 << 20
 func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 	for ctx.Err() == nil {
 		r := a.newReplayer(t, true, restore.History{})
-		err := r.Run(ctx)
-		if err == nil || ctx.Err() != nil {
+		reconnected, err := a.runRestore(ctx, r)
+		if ctx.Err() != nil {
+			return
+		}
+		if reconnected {
+			continue // afresh, from what the store has applied
+		}
+		if err == nil {
 			return
 		}
 		if !errors.Is(err, statestore.ErrFull) { // the store logs its full disk
@@ -223,9 +229,47 @@ func (a *Agent) catchUp(ctx context.Context, t *task) error {
 // catchUpCount is catchUp that also says how many messages it applied,
 // refusing (restore.ErrLost) a task with history hist whose state is gone.
 func (a *Agent) catchUpCount(ctx context.Context, t *task, hist restore.History) (uint64, error) {
-	r := a.newReplayer(t, false, hist)
-	err := r.Run(ctx)
-	return r.Progress().Replayed, err
+	var replayed uint64
+	for {
+		r := a.newReplayer(t, false, hist)
+		reconnected, err := a.runRestore(ctx, r)
+		replayed += r.Progress().Replayed
+		if err == nil || !reconnected || ctx.Err() != nil {
+			return replayed, err
+		}
+	}
+}
+
+// runRestore runs r until it ends, ctx ends, or the replay connection to
+// NATS comes back, and reports whether that reconnect ended it. A restore
+// can wait on NATS with no deadline (a consumer that has not noticed its
+// server restarted, a snapshot listing whose watcher lost its server), so
+// a reconnect ends it and the caller starts a fresh one from what the
+// store has applied, as the watch loops watch afresh.
+func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer) (reconnected bool, err error) {
+	back := a.replayBack.wait()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-back:
+			cancel()
+		case <-done:
+		}
+	}()
+	err = r.Run(rctx)
+	close(done)
+	wg.Wait()
+	select {
+	case <-back:
+		return ctx.Err() == nil, err
+	default:
+		return false, err
+	}
 }
 
 // newReplayer returns a replay of t's changelog on the replay connection,

@@ -164,9 +164,22 @@ func infoOf(o *jetstream.ObjectInfo) (Info, bool) {
 	}, true
 }
 
+// listTimeout bounds one listing of the bucket, whatever the caller's
+// context: the object store lists through a watcher that waits for the
+// bucket's end with no deadline of its own, and a watcher whose server
+// restarted meanwhile never sees it. A variable for the tests.
+var listTimeout = 10 * time.Second
+
+// list lists the bucket's objects, within listTimeout.
+func (b *Bucket) list(ctx context.Context, opts ...jetstream.ListObjectsOpt) ([]*jetstream.ObjectInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	return b.obs.List(ctx, opts...)
+}
+
 // ListAll returns every task's snapshots, newest (highest sequence) first.
 func (b *Bucket) ListAll(ctx context.Context) (map[string][]Info, error) {
-	objs, err := b.obs.List(ctx)
+	objs, err := b.list(ctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return map[string][]Info{}, nil
 	}
@@ -366,7 +379,7 @@ func (b *Bucket) Sweep(ctx context.Context, olderThan time.Duration) (int, error
 	if len(si.State.Subjects) == 0 {
 		return 0, nil
 	}
-	objs, err := b.obs.List(ctx, jetstream.ListObjectsShowDeleted())
+	objs, err := b.list(ctx, jetstream.ListObjectsShowDeleted())
 	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return 0, fmt.Errorf("sweep %s: %w", b.name, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,5 +265,68 @@ func TestSweepRemovesOrphanChunks(t *testing.T) {
 	}
 	if _, err := e.bucket.List(ctx, "t"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestListReturnsAcrossServerRestarts lists the bucket over and over while
+// the server restarts: the object store lists through a watcher that waits
+// for the bucket's end with no deadline of its own, and one whose server
+// restarted never sees it. Every listing must come back by itself, long
+// before the caller's context ends.
+func TestListReturnsAcrossServerRestarts(t *testing.T) {
+	defer snapshot.SetListTimeout(500 * time.Millisecond)()
+	e := newEnv(t)
+	ctx := testContext(t)
+	const listers = 4
+	var (
+		mu      sync.Mutex
+		calls   int
+		stuck   int
+		stopped = make(chan struct{})
+		wg      sync.WaitGroup
+	)
+	for range listers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stopped:
+					return
+				default:
+				}
+				_, _ = e.bucket.ListAll(ctx)
+				mu.Lock()
+				calls++
+				if ctx.Err() != nil {
+					stuck++
+				}
+				mu.Unlock()
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		}()
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls
+	}
+	for range 3 {
+		// Restart once a listing has come back since the last restart.
+		before := count()
+		for count() == before && ctx.Err() == nil {
+			runtime.Gosched()
+		}
+		e.srv.Restart(t)
+	}
+	close(stopped)
+	wg.Wait()
+	if stuck > 0 || ctx.Err() != nil {
+		t.Fatalf("%d of %d listings returned only when the caller's context ended", stuck, calls)
+	}
+	if _, err := e.bucket.ListAll(ctx); err != nil {
+		t.Fatalf("ListAll after the restarts: %v", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 // TestClusterNodeLossDuringScaleUp runs the group on a three-node NATS
@@ -32,14 +31,14 @@ func TestClusterNodeLossDuringScaleUp(t *testing.T) {
 	mark := h.Mark()
 
 	victim := h.streamLeader(changelog.StreamName(o.Group))
-	tr := h.OnGroup("a hand-off to m4 in flight", Moving, func(httpapi.GroupView) {
+	tr := h.OnMoving("a hand-off to m4 in flight", func(string) {
 		if err := victim.Proc.Kill(); err != nil {
 			t.Errorf("kill NATS node %s: %v", victim.Name, err)
 		}
 	})
 	m4 := h.AddAgent("m4")
-	gv := tr.Wait(h, 60*time.Second)
-	h.Logf("killed NATS node %s (changelog leader) with %s", victim.Name, InFlight(gv))
+	inFlight := tr.Wait(h, 60*time.Second)
+	h.Logf("killed NATS node %s (changelog leader) with %s", victim.Name, inFlight)
 	// The newcomer's worker starts once the cluster answers again: the
 	// example worker exits if it cannot reach JetStream when it starts.
 	h.WaitJetStream(60 * time.Second)

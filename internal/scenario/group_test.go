@@ -3,6 +3,8 @@ package scenario
 import (
 	"testing"
 
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -46,10 +48,25 @@ func TestSettled(t *testing.T) {
 			}
 		})
 	}
-	if err := Moving(httpapi.GroupView{Tasks: balanced}); err == nil {
-		t.Errorf("Moving(balanced) = nil, want an error")
+}
+
+func TestInFlight(t *testing.T) {
+	tests := []struct {
+		name string
+		ma   group.MemberAssignment
+		want string
+	}{
+		{"nothing moving", group.MemberAssignment{Member: "a", Tasks: map[string]*assign.TaskAssignment{
+			"t-0": {Active: "a", Epoch: 1, Standbys: []string{"b"}}}}, ""},
+		{"no tasks", group.MemberAssignment{Member: "a", Learning: []string{"t-1"}}, ""},
+		{"a revoke and a learner", group.MemberAssignment{Member: "a", Tasks: map[string]*assign.TaskAssignment{
+			"t-1": {Active: "a", Epoch: 1, Learners: []assign.Learner{{Member: "c"}}},
+			"t-0": {Active: "a", Epoch: 1, Revoke: &assign.Revoke{Target: "b"}},
+		}}, "t-0 revoking a→b, t-1 on a learning on [c]"},
 	}
-	if err := Moving(httpapi.GroupView{Tasks: []httpapi.GroupTask{{ID: "t-0", Revoking: "b"}}}); err != nil {
-		t.Errorf("Moving(a revoke) = %v, want nil", err)
+	for _, tt := range tests {
+		if got := InFlight(tt.ma); got != tt.want {
+			t.Errorf("InFlight(%s) = %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

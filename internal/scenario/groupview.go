@@ -3,41 +3,38 @@ package scenario
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
-// Moving checks that some task is being handed over: it has a learner or
-// a pending revoke.
-func Moving(gv httpapi.GroupView) error {
-	for _, t := range gv.Tasks {
-		if len(t.Learners) > 0 || t.Revoking != "" {
-			return nil
-		}
+// InFlight describes the hand-offs in flight in one member's assignment:
+// its tasks that have a learner or a pending revoke; "" when none has.
+func InFlight(ma group.MemberAssignment) string {
+	ids := make([]string, 0, len(ma.Tasks))
+	for id := range ma.Tasks {
+		ids = append(ids, id)
 	}
-	return errors.New("no task is moving")
-}
-
-// InFlight describes the hand-offs in flight in gv, for the log.
-func InFlight(gv httpapi.GroupView) string {
+	sort.Strings(ids)
 	var parts []string
-	for _, t := range gv.Tasks {
+	for _, id := range ids {
+		t := ma.Tasks[id]
 		switch {
-		case t.Revoking != "":
-			parts = append(parts, fmt.Sprintf("%s revoking %s→%s", t.ID, t.Active, t.Revoking))
+		case t.Revoke != nil:
+			parts = append(parts, fmt.Sprintf("%s revoking %s→%s", id, ma.Member, t.Revoke.Target))
 		case len(t.Learners) > 0:
-			parts = append(parts, fmt.Sprintf("%s on %s learning on %v", t.ID, t.Active, t.Learners))
+			var ls []string
+			for _, l := range t.Learners {
+				ls = append(ls, l.Member)
+			}
+			parts = append(parts, fmt.Sprintf("%s on %s learning on %v", id, ma.Member, ls))
 		}
 	}
-	if len(parts) == 0 {
-		return "nothing in flight"
-	}
-	return fmt.Sprintf("generation %d: %s", gv.Generation, strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }
 
 // Owned returns the tasks gv places on member, stateful ones first, each

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 // TestNATSRestartDuringHandoff kills the nats-server (-9) in the middle of
@@ -26,13 +24,13 @@ func TestNATSRestartDuringHandoff(t *testing.T) {
 	h.WaitCommitting(60*time.Second, 20) // a changelog for the learners to replay
 	mark := h.Mark()
 	n := h.NATS[0]
-	kill := func(gv httpapi.GroupView) {
+	kill := func(string) {
 		if err := n.Proc.Kill(); err != nil {
 			t.Errorf("kill nats-server: %v", err)
 		}
 	}
-	restart := func(gv httpapi.GroupView) {
-		h.Logf("killed nats-server with %s", InFlight(gv))
+	restart := func(inFlight string) {
+		h.Logf("killed nats-server with %s", inFlight)
 		if err := n.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +44,7 @@ func TestNATSRestartDuringHandoff(t *testing.T) {
 
 	// During a scale-up: the newcomer's agent learns; its worker starts
 	// once NATS is back (a worker cannot start without NATS).
-	tr := h.OnGroup("a hand-off to m4 in flight", Moving, kill)
+	tr := h.OnMoving("a hand-off to m4 in flight", kill)
 	m4 := h.AddAgent("m4")
 	restart(tr.Wait(h, 60*time.Second))
 	h.WaitJetStream(60 * time.Second)
@@ -56,7 +54,7 @@ func TestNATSRestartDuringHandoff(t *testing.T) {
 
 	// During a leave.
 	leaver := h.Member("m4")
-	tr = h.OnGroup("a hand-off from m4 in flight", Moving, kill)
+	tr = h.OnMoving("a hand-off from m4 in flight", kill)
 	if err := leaver.Terminate(); err != nil {
 		t.Fatal(err)
 	}

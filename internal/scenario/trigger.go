@@ -2,75 +2,81 @@ package scenario
 
 import (
 	"context"
-	"fmt"
+	"encoding/json"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/agent/group"
 )
 
-// Trigger fires a fault the moment the group reaches a state, however
-// briefly it lasts: it re-reads the group's view at every change of the
-// group's KV bucket, from its own goroutine, while the test goes on (say,
-// starting the member whose arrival causes the state).
+// Trigger fires a fault the moment the group is handing a task over,
+// however briefly that lasts: it checks every member assignment the leader
+// writes, as the watch of the group's KV bucket delivers it, from its own
+// goroutine, while the test goes on (say, starting the member whose arrival
+// causes the move). It never re-reads the group: a hand-off can be over
+// (a leave takes a few tens of milliseconds) before a read of the whole
+// group would be.
 type Trigger struct {
 	what   string
 	done   chan struct{}
 	cancel context.CancelFunc
 
-	gv  httpapi.GroupView
-	err error // the condition's last error, until it held
+	inFlight string // what was moving when it fired; "" until then
 }
 
-// OnGroup starts watching the group and calls fire(gv), from the trigger's
-// goroutine, the first time cond(gv) holds; then it stops. fire must be safe
-// to call from another goroutine (Process's methods are). The watch is in
-// place when OnGroup returns.
-func (h *Harness) OnGroup(what string, cond func(httpapi.GroupView) error, fire func(httpapi.GroupView)) *Trigger {
+// OnMoving starts watching the group and calls fire, from the trigger's
+// goroutine, with a description of the hand-offs in flight the first time
+// an assignment has a task with a learner or a pending revoke; then it
+// stops. fire must be safe to call from another goroutine (Process's
+// methods are). The watch is in place when OnMoving returns.
+func (h *Harness) OnMoving(what string, fire func(inFlight string)) *Trigger {
 	h.t.Helper()
 	if _, err := h.Group(); err != nil { // opens the bucket before the goroutine uses it
 		h.t.Fatalf("trigger on %s: %v", what, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := h.kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	w, err := h.kv.Watch(ctx, group.PrefixAssignment+">", jetstream.UpdatesOnly())
 	if err != nil {
 		cancel()
-		h.t.Fatalf("trigger on %s: watch the group's bucket: %v", what, err)
+		h.t.Fatalf("trigger on %s: watch the group's assignments: %v", what, err)
 	}
-	tr := &Trigger{what: what, done: make(chan struct{}), cancel: cancel, err: fmt.Errorf("not checked yet")}
+	tr := &Trigger{what: what, done: make(chan struct{}), cancel: cancel}
 	h.t.Cleanup(tr.Stop)
+	// The watcher stops when ctx is cancelled (Wait, Stop), off this
+	// goroutine: a stop asks the server, which may be the one just killed,
+	// and must not hold the test up.
 	go func() {
-		defer func() { _ = w.Stop() }()
-		tick := time.NewTicker(pollInterval)
-		defer tick.Stop()
+		defer close(tr.done)
 		for {
-			gv, err := h.Group()
-			if err == nil {
-				err = cond(gv)
-			}
-			if err == nil {
-				fire(gv)
-				tr.gv = gv
-				close(tr.done)
-				return
-			}
-			tr.err = err
 			select {
 			case <-ctx.Done():
-				close(tr.done)
 				return
-			case <-w.Updates():
-			case <-tick.C:
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				var ma group.MemberAssignment
+				if err := json.Unmarshal(e.Value(), &ma); err != nil {
+					continue // not for the trigger to judge: the agents log it
+				}
+				if moving := InFlight(ma); moving != "" {
+					fire(moving)
+					tr.inFlight = moving
+					return
+				}
 			}
 		}
 	}()
 	return tr
 }
 
-// Wait waits until the trigger has fired and returns the view it fired on;
-// it fails the test if it has not fired within timeout.
-func (tr *Trigger) Wait(h *Harness, timeout time.Duration) httpapi.GroupView {
+// Wait waits until the trigger has fired and returns what was in flight
+// when it did; it fails the test if it has not fired within timeout.
+func (tr *Trigger) Wait(h *Harness, timeout time.Duration) string {
 	h.t.Helper()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -81,11 +87,11 @@ func (tr *Trigger) Wait(h *Harness, timeout time.Duration) httpapi.GroupView {
 		<-tr.done
 	}
 	tr.cancel()
-	if tr.gv.Generation == 0 {
-		h.t.Fatalf("timed out after %s waiting for %s: %v", timeout, tr.what, tr.err)
+	if tr.inFlight == "" {
+		h.t.Fatalf("timed out after %s waiting for %s: no assignment had a task moving", timeout, tr.what)
 	}
-	h.Logf("%s: fired at generation %d", tr.what, tr.gv.Generation)
-	return tr.gv
+	h.Logf("%s: fired on %s", tr.what, tr.inFlight)
+	return tr.inFlight
 }
 
 // Stop cancels the trigger if it has not fired; safe to call twice.
