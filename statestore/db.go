@@ -507,20 +507,27 @@ func (s *Store) Drop(task string) error {
 	defer ts.mu.Unlock()
 	ts.loaded = false
 
-	prefix := appendDataPrefix(nil, task)
 	b := s.db.NewBatch()
 	defer b.Close()
-	if err := b.DeleteRange(prefix, successor(prefix), nil); err != nil {
-		return fmt.Errorf("drop task %q: %w", task, err)
+	err := dropTaskKeys(b, task)
+	if err == nil {
+		err = s.commit(b)
 	}
-	if err := b.Delete(metaKey(task), nil); err != nil {
-		return fmt.Errorf("drop task %q: %w", task, err)
-	}
-	if err := b.Delete(loadingKey(task), nil); err != nil {
-		return fmt.Errorf("drop task %q: %w", task, err)
-	}
-	if err := s.commit(b); err != nil {
+	if err != nil {
 		return fmt.Errorf("drop task %q: %w", task, err)
 	}
 	return nil
+}
+
+// dropTaskKeys adds to b the deletion of every key of task: its data, its
+// meta and its loading mark.
+func dropTaskKeys(b *pebble.Batch, task string) error {
+	prefix := appendDataPrefix(nil, task)
+	if err := b.DeleteRange(prefix, successor(prefix), nil); err != nil {
+		return err
+	}
+	if err := b.Delete(metaKey(task), nil); err != nil {
+		return err
+	}
+	return b.Delete(loadingKey(task), nil)
 }

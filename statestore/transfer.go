@@ -327,12 +327,9 @@ func (l *Loader) Finish(m Meta) error {
 	l.ts.loaded = false
 	b := l.s.db.NewBatch()
 	defer b.Close()
-	err := b.DeleteRange(l.prefix, successor(l.prefix), nil)
+	err := dropTaskKeys(b, l.task)
 	if err == nil {
-		err = b.Delete(metaKey(l.task), nil)
-	}
-	if err == nil {
-		err = b.Set(loadingKey(l.task), nil, nil)
+		err = b.Set(loadingKey(l.task), nil, nil) // after the drop's delete of it: the set wins
 	}
 	if err == nil {
 		err = l.s.commit(b)
@@ -388,13 +385,7 @@ func (l *Loader) Abort() error {
 	defer l.s.mu.RUnlock()
 	b := l.s.db.NewBatch()
 	defer b.Close()
-	err := b.DeleteRange(l.prefix, successor(l.prefix), nil)
-	if err == nil {
-		err = b.Delete(metaKey(l.task), nil)
-	}
-	if err == nil {
-		err = b.Delete(loadingKey(l.task), nil)
-	}
+	err := dropTaskKeys(b, l.task)
 	if err == nil {
 		err = l.s.commit(b)
 	}
@@ -454,15 +445,8 @@ func (s *Store) dropIncompleteLoads(log zerolog.Logger) error {
 		return fmt.Errorf("remove files of incomplete loads: %w", err)
 	}
 	for _, task := range tasks {
-		prefix := appendDataPrefix(nil, task)
 		b := s.db.NewBatch()
-		err := b.DeleteRange(prefix, successor(prefix), nil)
-		if err == nil {
-			err = b.Delete(metaKey(task), nil)
-		}
-		if err == nil {
-			err = b.Delete(loadingKey(task), nil)
-		}
+		err := dropTaskKeys(b, task)
 		if err == nil {
 			err = s.health.guard("commit", func() error { return b.Commit(pebble.Sync) })
 		}
