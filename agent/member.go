@@ -22,48 +22,28 @@ type desired struct {
 }
 
 // runMember follows the generation record and applies this member's part
-// of every new generation. It watches this member's assignment with the
-// same watcher: the leader writes it before the record that names it, so
-// it is at hand when the record comes, without a read of its own.
+// of every new generation.
 func (a *Agent) runMember(ctx context.Context) error {
-	mine := group.PrefixAssignment + a.opts.MemberID
-	var known knownAssignment // only the watch's goroutine touches it
-	group.Watch{KV: a.kv, Keys: []string{group.KeyGeneration, mine}, Rewatch: a.rewatchSignal, Log: a.log,
-		Reset: func() { known = knownAssignment{} },
-		Update: func(e jetstream.KeyValueEntry) error {
-			if e.Operation() != jetstream.KeyValuePut {
-				return nil
-			}
-			if e.Key() == mine {
-				known = knownAssignment{rev: e.Revision()}
-				if err := json.Unmarshal(e.Value(), &known.ma); err != nil {
-					known = knownAssignment{} // read by revision instead, which reports the error
-				}
-				return nil
-			}
-			var g group.GenerationRecord
-			if err := json.Unmarshal(e.Value(), &g); err != nil {
-				a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
-				return nil
-			}
-			if err := a.applyGeneration(ctx, g, known); err != nil {
-				return fmt.Errorf("apply generation %d: %w", g.Generation, err)
-			}
+	a.watchKey(ctx, group.KeyGeneration, func(e jetstream.KeyValueEntry) error {
+		if e.Operation() != jetstream.KeyValuePut {
 			return nil
-		}}.Run(ctx)
+		}
+		var g group.GenerationRecord
+		if err := json.Unmarshal(e.Value(), &g); err != nil {
+			a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
+			return nil
+		}
+		if err := a.applyGeneration(ctx, g); err != nil {
+			return fmt.Errorf("apply generation %d: %w", g.Generation, err)
+		}
+		return nil
+	})
 	return nil
 }
 
-// knownAssignment is this member's assignment at a revision, as its watch
-// delivered it; rev 0 when none came.
-type knownAssignment struct {
-	rev uint64
-	ma  group.MemberAssignment
-}
-
-// applyGeneration takes this member's part of g (from known when g names
-// that revision, else it reads it) and reconciles the task runtimes with it.
-func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord, known knownAssignment) error {
+// applyGeneration reads this member's assignment in g and reconciles the task
+// runtimes with it.
+func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) error {
 	seen := time.Now()
 	a.mu.Lock()
 	if g.Generation <= a.generation && a.included {
@@ -80,8 +60,6 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord, k
 	case !included:
 	case rev == prevRev:
 		mine = prevAssigned
-	case rev == known.rev:
-		mine = known.ma
 	default:
 		_, e, err := group.ReadMemberAssignment(ctx, a.kv, a.opts.MemberID, rev)
 		if err != nil {

@@ -69,14 +69,11 @@ func (p *Publisher) Covers(ids []string) bool {
 }
 
 // Publish writes res's generation: every live member's assignment that
-// changed, all at once, then the generation record, all fenced on l. It
-// returns the record it published.
+// changed, then the generation record, all fenced on l. It returns the
+// record it published.
 func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string) (GenerationRecord, error) {
 	parts, unassigned := Split(res.Assignment, live, res.Shutdown)
 	revs := make(map[string]uint64, len(parts))
-	var changed []string // members whose assignment changed
-	var keys []string
-	var values [][]byte
 	for id, ma := range parts {
 		data, err := json.Marshal(ma)
 		if err != nil {
@@ -86,18 +83,12 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 			revs[id] = prev.rev
 			continue
 		}
-		changed, keys, values = append(changed, id), append(keys, PrefixAssignment+id), append(values, data)
-	}
-	if len(keys) > 0 {
-		// All at once: the generation record that names them follows.
-		put, err := l.PutAll(ctx, keys, values)
+		rev, err := l.Put(ctx, PrefixAssignment+id, data)
 		if err != nil {
 			return GenerationRecord{}, err
 		}
-		for i, id := range changed {
-			p.published[id] = published{data: values[i], rev: put[i]}
-			revs[id] = put[i]
-		}
+		p.published[id] = published{data: data, rev: rev}
+		revs[id] = rev
 	}
 	for id := range p.published {
 		if _, ok := parts[id]; !ok {

@@ -103,51 +103,6 @@ func (l *Lease) Put(ctx context.Context, key string, value []byte) (uint64, erro
 	return ack.Sequence, nil
 }
 
-// PutAll writes several keys at once, each fenced on the lease as Put
-// is: it publishes them all before it waits for the first acknowledgement,
-// so that they cost one round trip to NATS instead of one each. It returns
-// each key's revision, in the order of keys.
-func (l *Lease) PutAll(ctx context.Context, keys []string, values [][]byte) ([]uint64, error) {
-	if len(keys) == 1 {
-		rev, err := l.Put(ctx, keys[0], values[0])
-		return []uint64{rev}, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost {
-		return nil, ErrLeaseLost
-	}
-	futures := make([]jetstream.PubAckFuture, len(keys))
-	for i, key := range keys {
-		f, err := l.js.PublishAsync(keySubject(l.group, key), values[i],
-			jetstream.WithExpectLastSequenceForSubject(l.rev, keySubject(l.group, KeyLease)))
-		if err != nil {
-			return nil, fmt.Errorf("publish %s: %w", key, err)
-		}
-		futures[i] = f
-	}
-	revs := make([]uint64, len(keys))
-	var errs []error
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			revs[i] = ack.Sequence
-		case err := <-f.Err():
-			if _, fenced := changelog.WrongLastSequence(err); fenced {
-				l.lost = true
-				return nil, ErrLeaseLost
-			}
-			errs = append(errs, fmt.Errorf("publish %s: %w", keys[i], err))
-		case <-ctx.Done():
-			return nil, fmt.Errorf("publish %s: %w", keys[i], ctx.Err())
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return revs, nil
-}
-
 // Release deletes the lease so that another member takes over at once.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()

@@ -15,9 +15,6 @@ import (
 type Watch struct {
 	KV  jetstream.KeyValue
 	Key string
-	// Keys, if set, are watched instead of Key, by one watcher: their
-	// updates come in the order they were written.
-	Keys []string
 	// Rewatch returns a channel closed when the connection to NATS comes
 	// back: a KV watcher is an ordered consumer that notices a restarted
 	// server only after missing heartbeats for many seconds. Nil means
@@ -45,7 +42,7 @@ func (w Watch) Run(ctx context.Context) {
 		if w.Rewatch != nil {
 			rewatch = w.Rewatch() // before watching: a reconnect after it rewatches
 		}
-		kw, err := w.watch(ctx)
+		kw, err := w.KV.Watch(ctx, w.Key)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.Log.Warn().Err(err).Str("key", w.Key).Msg("watch failed; retrying")
@@ -66,14 +63,6 @@ func (w Watch) Run(ctx context.Context) {
 			Sleep(ctx, 250*time.Millisecond)
 		}
 	}
-}
-
-// watch starts a watcher of Key, or of Keys.
-func (w Watch) watch(ctx context.Context) (jetstream.KeyWatcher, error) {
-	if len(w.Keys) > 0 {
-		return w.KV.WatchFiltered(ctx, w.Keys)
-	}
-	return w.KV.Watch(ctx, w.Key)
 }
 
 // drain passes kw's entries to Update until kw, rewatch or ctx ends, or
