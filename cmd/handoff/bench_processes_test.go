@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/internal/lab"
-	"github.com/handoffhq/handoff/internal/proc"
 )
 
 // TestBenchProcesses runs a tiny scale-up and scale-down as processes (a
@@ -20,7 +19,6 @@ func TestBenchProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs a group of processes")
 	}
-	t.Cleanup(proc.RemoveBuilds)
 	for _, sc := range []struct{ scenario, from, to string }{{"scale-up", "2", "3"}, {"scale-down", "3", "2"}} {
 		t.Run(sc.scenario, func(t *testing.T) {
 			var out, errOut bytes.Buffer
