@@ -49,6 +49,7 @@ const (
 	fReceived = "received" // "task released": the release request arrived
 	fSeen     = "seen"     // "release seen", "generation applied": the watch delivered it
 	fFenced   = "fenced"   // "task active": the epoch marker was appended and applied
+	fRead     = "read"     // "generation applied": how long reading the member's assignment took
 )
 
 // Options configure an Agent.

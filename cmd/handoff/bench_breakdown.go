@@ -17,6 +17,10 @@ type breakdownJSON struct {
 	// Activation splits the activation into its steps (lab.ActivationSteps),
 	// each one's duration.
 	Activation []stepJSON `json:"activation,omitempty"`
+	// AssignmentRead is the new owner's read of its assignment
+	// (lab.AssignmentReadStep), before the activation; nil where no
+	// agent logged it.
+	AssignmentRead *stepJSON `json:"assignmentRead,omitempty"`
 	// Handoffs are the moves one by one: each step in ms after the old
 	// owner's worker heard its release acknowledged (null: not logged).
 	Handoffs []handoffJSON `json:"handoffs"`
@@ -45,11 +49,15 @@ func benchBreakdown(hs []lab.Handoff) *breakdownJSON {
 	since := make([][]time.Duration, len(lab.HandoffSteps))
 	took := make([][]time.Duration, len(lab.HandoffSteps))
 	act := make([][]time.Duration, len(lab.ActivationSteps))
+	var reads []time.Duration
 	for _, h := range hs {
 		if !h.Stateful {
 			continue
 		}
 		b.Moves++
+		if h.AssignmentRead != nil {
+			reads = append(reads, *h.AssignmentRead)
+		}
 		for i, d := range h.Activation {
 			if i < len(act) {
 				act[i] = append(act[i], d)
@@ -77,6 +85,9 @@ func benchBreakdown(hs []lab.Handoff) *breakdownJSON {
 	}
 	for i, name := range lab.HandoffSteps {
 		b.Steps = append(b.Steps, stepJSON{Step: name, SinceRelease: pauseStatsOf(since[i]), Took: pauseStatsOf(took[i])})
+	}
+	if len(reads) > 0 {
+		b.AssignmentRead = &stepJSON{Step: lab.AssignmentReadStep, Took: pauseStatsOf(reads)}
 	}
 	if len(act[0]) > 0 {
 		for i, name := range lab.ActivationSteps {
@@ -108,7 +119,11 @@ func writeBreakdowns(w io.Writer, r benchResults) error {
 			}
 			fmt.Fprintf(tw, "%s\t%.2f / %.2f\t%s\t%d\t\n", st.Step, st.SinceRelease.P50, st.SinceRelease.P99, took, st.SinceRelease.Count)
 			if st.Step == lab.HandoffSteps[4] {
-				for _, a := range b.Activation {
+				parts := b.Activation
+				if b.AssignmentRead != nil {
+					parts = append([]stepJSON{*b.AssignmentRead}, parts...)
+				}
+				for _, a := range parts {
 					fmt.Fprintf(tw, "  of which: %s\t\t%.2f / %.2f\t%d\t\n", a.Step, a.Took.P50, a.Took.P99, a.Took.Count)
 				}
 			}

@@ -59,6 +59,9 @@ func checkBreakdown(t *testing.T, r benchRun) {
 			t.Errorf("step %q found in %d of %d moves", lab.HandoffSteps[step], got, b.Moves)
 		}
 	}
+	if b.AssignmentRead == nil || b.AssignmentRead.Took.Count != b.Moves {
+		t.Errorf("assignment read %+v for %d moves; want one per move", b.AssignmentRead, b.Moves)
+	}
 	// Causal order: the agent hears the release before the worker hears
 	// back and before the leader sees it; the activation is fenced after
 	// the new owner saw the generation, and before the view is bumped,

@@ -14,7 +14,7 @@ const (
 	LogTaskReleased      = "task released"      // the old owner; received: the release request arrived
 	LogReleaseSeen       = "release seen"       // the leader; seen: the member record brought the release
 	LogPlan              = "plan"               // the leader: a move of the generation it has published
-	LogGenerationApplied = "generation applied" // a member; seen: the generation record arrived
+	LogGenerationApplied = "generation applied" // a member; seen: the generation record arrived; read: how long reading its assignment took
 	LogTaskActive        = "task active"        // the new owner; fenced: the epoch marker is appended and applied; the line: the worker's view is bumped
 	LogAgentStarted      = "agent started"      // an agent serves its API
 )
@@ -33,6 +33,11 @@ var HandoffSteps = []string{
 	"worker's long-poll answered",
 	"first commit accepted",
 }
+
+// AssignmentReadStep is the new owner's read of its assignment at the
+// revision the generation names, before its activation starts (the
+// "generation applied" line's read).
+const AssignmentReadStep = "read the assignment at the generation's revision"
 
 // ActivationSteps split the new owner's activation ("new owner sees it" to
 // "activation fenced" holds them, and the assignment's application before
@@ -59,6 +64,11 @@ type Handoff struct {
 	// Activation is how long each of ActivationSteps took; nil where
 	// the line does not say.
 	Activation []time.Duration `json:"activation,omitempty"`
+	// AssignmentRead is how long the new owner took to read its
+	// assignment after it saw the generation, the first part of "new
+	// owner sees it" to "activation fenced"; nil where the line does not
+	// say.
+	AssignmentRead *time.Duration `json:"assignmentRead,omitempty"`
 }
 
 // Since returns how long after the worker's release step i happened, and
@@ -120,7 +130,7 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 		}
 		for _, e := range agents {
 			if h.Steps[3].IsZero() && gen > 0 && within(e) && e.Member == p.To && e.Message == LogGenerationApplied && e.Generation >= gen {
-				h.Steps[3] = e.Stamp
+				h.Steps[3], h.AssignmentRead = e.Stamp, e.Read
 			}
 		}
 		out = append(out, h)

@@ -69,6 +69,10 @@ type AgentEvent struct {
 	// Activation splits a "task active" line's activation into its
 	// steps, in the order of ActivationSteps.
 	Activation []time.Duration `json:"activation,omitempty"`
+	// Read is how long a "generation applied" line's member took to read
+	// its assignment after it saw the record; nil where the line does not
+	// say.
+	Read *time.Duration `json:"read,omitempty"`
 }
 
 // agentLine holds the fields of an agent's log line the lab reads.
@@ -92,6 +96,8 @@ type agentLine struct {
 	CatchUp    *float64 `json:"catchUp"`
 	Append     *float64 `json:"append"`
 	Apply      *float64 `json:"apply"`
+	// A "generation applied" line's read of the member's assignment, in ms.
+	Read *float64 `json:"read"`
 }
 
 // procsOf returns m's processes, preparing them on first use.
@@ -145,6 +151,10 @@ func (m *Member) procsOf() (*memberProcs, error) {
 				}
 				ev.Activation = append(ev.Activation, d)
 			}
+		}
+		if a.Message == LogGenerationApplied && a.Read != nil {
+			d := time.Duration(*a.Read * float64(time.Millisecond))
+			ev.Read = &d
 		}
 		for _, s := range []time.Time{a.Received, a.Seen, a.Fenced} {
 			if !s.IsZero() {
