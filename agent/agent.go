@@ -43,6 +43,13 @@ const (
 	fWorker     = "worker"
 	fHolder     = "holder"
 	fHost       = "host"
+	// Stamps of a hand-off's steps, on the line logged once the step's
+	// work is done (logging it first would delay the work by a write): see
+	// stamp.
+	fReceived = "received" // "task released": the release request arrived
+	fSeen     = "seen"     // "release seen", "generation applied": the watch delivered it
+	fFenced   = "fenced"   // "task active": the epoch marker was appended and applied
+	fRead     = "read"     // "generation applied": how long reading the member's assignment took
 )
 
 // Options configure an Agent.
@@ -434,3 +441,7 @@ var _ httpapi.Backend = (*Agent)(nil)
 
 // Leading reports whether this member currently leads the group.
 func (a *Agent) Leading() bool { return a.leader.Load() != nil }
+
+// stamp formats a step's time for a log line, to the microsecond: zerolog's
+// Time fields have whole seconds unless a global is changed.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00") }

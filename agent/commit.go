@@ -183,6 +183,7 @@ func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
 // From now on this member refuses the task's commits, and the leader learns
 // the sequence of its last commit. It waits for a commit in flight.
 func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (httpapi.ReleaseResult, error) {
+	received := time.Now()
 	t, _, err := a.activeTask(id)
 	if err != nil {
 		return httpapi.ReleaseResult{}, err
@@ -224,7 +225,7 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (httpapi.R
 		return res, nil
 	}
 	a.kickHeartbeat()
-	a.log.Info().Str(fTask, id).Uint64(fEpoch, res.Epoch).Uint64(fSeq, res.Seq).Msg("task released")
+	a.log.Info().Str(fTask, id).Uint64(fEpoch, res.Epoch).Uint64(fSeq, res.Seq).Str(fReceived, stamp(received)).Msg("task released")
 	return res, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,16 +155,25 @@ func (ld *leader) watchMembers(ctx context.Context) {
 			ld.mu.Unlock()
 		},
 		Update: func(e jetstream.KeyValueEntry) error {
+			seen := time.Now()
 			ld.mu.Lock()
 			wake := false
+			var released map[string]assign.Release
 			if e == nil {
 				ld.complete, wake = true, true
 			} else {
+				id := strings.TrimPrefix(e.Key(), group.PrefixMember)
+				old := ld.members[id]
 				wake = group.ApplyMemberUpdate(ld.members, e) && ld.complete
+				released = newReleases(old, ld.members[id])
 			}
 			ld.mu.Unlock()
 			if wake {
 				ld.wake()
+			}
+			for task, r := range released { // after the wake: the plan need not wait for the log
+				ld.a.log.Info().Str(fTask, task).Uint64(fEpoch, r.Epoch).Str("from", strings.TrimPrefix(e.Key(), group.PrefixMember)).
+					Str(fSeen, stamp(seen)).Msg("release seen")
 			}
 			return nil
 		},
@@ -308,4 +318,20 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// newReleases returns the releases rec holds that old did not: each
+// release a member record brings the leader for the first time.
+func newReleases(old, rec group.MemberRecord) map[string]assign.Release {
+	var out map[string]assign.Release
+	for task, r := range rec.Released {
+		if o, ok := old.Released[task]; ok && o.Epoch == r.Epoch {
+			continue
+		}
+		if out == nil {
+			out = map[string]assign.Release{}
+		}
+		out[task] = r
+	}
+	return out
 }

@@ -44,6 +44,7 @@ func (a *Agent) runMember(ctx context.Context) error {
 // applyGeneration reads this member's assignment in g and reconciles the task
 // runtimes with it.
 func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) error {
+	seen := time.Now()
 	a.mu.Lock()
 	if g.Generation <= a.generation && a.included {
 		a.mu.Unlock()
@@ -55,6 +56,7 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 
 	rev, included := g.Assignments[a.opts.MemberID]
 	mine := group.MemberAssignment{Member: a.opts.MemberID}
+	var read time.Duration // reading this member's assignment, when it changed
 	switch {
 	case !included:
 	case rev == prevRev:
@@ -64,7 +66,7 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 		if err != nil {
 			return err
 		}
-		mine = e
+		mine, read = e, time.Since(seen)
 	}
 
 	want := map[string]desired{}
@@ -84,6 +86,9 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 		want[id] = desired{role: httpapi.RoleStandby}
 	}
 
+	// Logged once a.mu is released (deferred calls run last in, first
+	// out), so that the worker's long-poll does not wait for the write.
+	defer a.log.Info().Uint64(fGeneration, g.Generation).Str(fSeen, stamp(seen)).Dur(fRead, read).Msg("generation applied")
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.generation = g.Generation

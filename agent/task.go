@@ -128,27 +128,23 @@ func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 // on what the store has applied, catching up first whenever the fence says
 // the copy is behind. Only then may the worker commit.
 func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoffSeq uint64, handoffAt time.Time) {
-	t0 := time.Now()
-	var tWait, tStop time.Duration
+	var took activationTimes
 	if prev != nil {
 		// A tailer that is current applies the previous owner's last
 		// commit within moments; a new consumer would cost more.
+		t0 := time.Now()
 		if r := t.replayer.Load(); r != nil && handoffSeq > 0 {
 			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_ = r.WaitApplied(wctx, handoffSeq) // on failure the fenced loop below catches up
 			cancel()
 		}
-		tWait = time.Since(t0)
+		t1 := time.Now()
 		prev.stop()
 		prev.wait()
-		tStop = time.Since(t0) - tWait
+		took.waitTailer, took.stopTailer = t1.Sub(t0), time.Since(t1)
 	}
-	defer func() {
-		a.log.Debug().Str(fTask, t.id).Dur("waitTailer", tWait).Dur("stopTailer", tStop).
-			Dur("total", time.Since(t0)).Msg("activation timings")
-	}()
 	if !t.stateful {
-		a.markReady(ctx, t, epoch, 0, 0, handoffAt)
+		a.markReady(ctx, t, epoch, 0, 0, handoffAt, took)
 		return
 	}
 	var replayed uint64 // messages this activation had to replay itself
@@ -166,7 +162,9 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			continue
 		}
 		if handoffSeq > meta.Applied || attempt > 0 || (meta.Applied == 0 && hist.Known()) {
+			t0 := time.Now()
 			n, err := a.catchUpCount(ctx, t, hist)
+			took.catchUp += time.Since(t0)
 			replayed += n
 			if errors.Is(err, restore.ErrLost) {
 				if !lost {
@@ -198,7 +196,9 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			a.markLost(t, epoch, meta.Epoch)
 			return
 		}
+		t0 := time.Now()
 		seq, err := a.clog.Append(ctx, t.id, meta.Applied, changelog.Entry{Kind: changelog.KindEpoch, Epoch: epoch})
+		took.append += time.Since(t0)
 		if errors.Is(err, changelog.ErrFenced) {
 			continue // the subject moved on: catch up and try again
 		}
@@ -209,13 +209,16 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			}
 			continue
 		}
-		if err := a.store.Apply(t.id, statestore.Commit{Seq: seq, Epoch: epoch}); err != nil {
+		t0 = time.Now()
+		err = a.store.Apply(t.id, statestore.Commit{Seq: seq, Epoch: epoch})
+		took.apply += time.Since(t0)
+		if err != nil {
 			// The marker is in the changelog; the next attempt replays it.
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("apply epoch marker; replaying")
 			group.Sleep(ctx, 250*time.Millisecond)
 			continue
 		}
-		a.markReady(ctx, t, epoch, seq, replayed, handoffAt)
+		a.markReady(ctx, t, epoch, seq, replayed, handoffAt, took)
 		return
 	}
 }
@@ -294,7 +297,8 @@ func (a *Agent) newReplayer(t *task, tail bool, hist restore.History) *restore.R
 // activation itself had to apply: a planned move that finds its learner
 // current replays none, so the log line shows whether a task paused for a
 // restore.
-func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uint64, handoffAt time.Time) {
+func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uint64, handoffAt time.Time, took activationTimes) {
+	fenced := time.Now()
 	t.commitMu.Lock()
 	t.mu.Lock()
 	if ctx.Err() != nil || !t.phase.owned() || t.epoch != epoch || !t.move(evReady) {
@@ -314,9 +318,20 @@ func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uin
 		a.metrics.handoffPause.Observe(time.Since(handoffAt).Seconds())
 	}
 	a.metrics.activationReplayed.Add(float64(replayed))
-	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64(fSeq, seq).
-		Uint64("replayed", replayed).Bool("planned", planned).Msg("task active")
+	// The worker's view first: its long-poll should not wait for the log.
 	a.viewChanged()
+	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64(fSeq, seq).
+		Uint64("replayed", replayed).Bool("planned", planned).Str(fFenced, stamp(fenced)).
+		Dur("waitTailer", took.waitTailer).Dur("stopTailer", took.stopTailer).Dur("catchUp", took.catchUp).
+		Dur("append", took.append).Dur("apply", took.apply).Msg("task active")
+}
+
+// activationTimes are how long an activation's steps took, for the log
+// line of the task's activation: waiting for the tailer to apply the old
+// owner's last commit, stopping it, catching up (when the fence said the
+// copy was behind), appending the epoch marker, applying it.
+type activationTimes struct {
+	waitTailer, stopTailer, catchUp, append, apply time.Duration
 }
 
 // markLost records that the task's changelog has moved past this member's

@@ -10,8 +10,13 @@
 # plus summary.txt (both tables) and environment.txt (machine, load, commit).
 # docs/bench.md explains the figures and the pictures.
 #
+# Members run as separate processes (handoff bench --processes): a
+# nats-server, and per member a 'handoff agent' and an examples/counter
+# worker talking to it over HTTP. IN_PROCESS=1 runs the in-process lab
+# instead (agents, workers and an embedded NATS in one process).
+#
 # Sizes come from the environment (defaults below); other arguments go to
-# every 'handoff bench', e.g. --nats nats://127.0.0.1:4222 or --keep:
+# every 'handoff bench', e.g. --keep or --agent-env NAME=VALUE:
 #
 #   KEYS=20000 RATE=2000 scripts/bench.sh --sample 20ms
 set -euo pipefail
@@ -24,13 +29,20 @@ KEYS="${KEYS:-25000}"
 VALUE_SIZE="${VALUE_SIZE:-256}"
 RATE="${RATE:-1000}"
 STANDBYS="${STANDBYS:-0}"
+IN_PROCESS="${IN_PROCESS:-}"
 
 out="${OUT:-bench-results/$(date -u +%Y-%m-%d_%H%M%S)}"
 mkdir -p "$out"
 bin="$(mktemp -d)"
 trap 'rm -rf "$bin"' EXIT
-echo "bench.sh: building handoff" >&2
-go build -o "$bin/handoff" ./cmd/handoff
+echo "bench.sh: building handoff, counter and nats-server" >&2
+go build -o "$bin/" ./cmd/handoff ./examples/counter github.com/nats-io/nats-server/v2
+layout=(--processes --bin "$bin")
+layout_name="processes (nats-server; per member a handoff agent and a counter worker)"
+if [ -n "$IN_PROCESS" ]; then
+  layout=()
+  layout_name="in one process"
+fi
 
 {
   echo "date:      $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -40,11 +52,12 @@ go build -o "$bin/handoff" ./cmd/handoff
   echo "load:      $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown) (1, 5, 15 min, before the runs)"
   echo "sizes:     tasks $TASKS, stateless share $STATELESS_SHARE, keys $KEYS × $VALUE_SIZE B per task, rate $RATE msg/s, standbys $STANDBYS"
   echo "modes:     $MODES"
+  echo "members:   $layout_name"
   echo "arguments: $*"
 } > "$out/environment.txt"
 
 sizes=(--tasks "$TASKS" --stateless-share "$STATELESS_SHARE" --keys "$KEYS" --value-size "$VALUE_SIZE"
-       --rate "$RATE" --standbys "$STANDBYS" --modes "$MODES")
+       --rate "$RATE" --standbys "$STANDBYS" --modes "$MODES" "${layout[@]}")
 status=0
 for run in "scale-up 3 4" "scale-down 4 3"; do
   read -r scenario from to <<<"$run"

@@ -9,10 +9,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/internal/lab"
+	"github.com/handoffhq/handoff/internal/proc"
 )
 
 func init() {
@@ -35,31 +40,45 @@ const (
 	modeColdSim = "cold-sim"
 )
 
+// benchWorkerMaxDelay is the bench's workers' commit delay: short, so that a
+// new owner's first commit measures the hand-off more than the worker's
+// batching (the counter's own default is countworker.DefaultMaxDelay).
+const benchWorkerMaxDelay = 5 * time.Millisecond
+
 // benchSettings are the bench's flags.
 type benchSettings struct {
-	Scenario      string        `json:"scenario"`
-	From          int           `json:"from"`
-	To            int           `json:"to"`
-	Modes         []string      `json:"modes"`
-	NATS          string        `json:"nats,omitempty"`
-	Tasks         int           `json:"tasks"`
-	StatelessPart float64       `json:"statelessShare"`
-	Keys          int           `json:"keys"`
-	ValueSize     int           `json:"valueSize"`
-	Rate          int           `json:"rate"`
-	Standbys      int           `json:"standbys"`
-	MaxLearners   int           `json:"maxLearnersPerMember"`
-	AcceptableLag uint64        `json:"acceptableLag"`
-	Session       time.Duration `json:"-"`
-	Warmup        time.Duration `json:"-"`
-	Hold          time.Duration `json:"-"`
-	Timeout       time.Duration `json:"-"`
-	Sample        time.Duration `json:"-"`
-	Seed          uint64        `json:"seed"`
-	Keep          bool          `json:"-"`
-	JSON          bool          `json:"-"`
-	Out           string        `json:"-"`
-	modes         string
+	Scenario       string        `json:"scenario"`
+	From           int           `json:"from"`
+	To             int           `json:"to"`
+	Modes          []string      `json:"modes"`
+	NATS           string        `json:"nats,omitempty"`
+	Tasks          int           `json:"tasks"`
+	StatelessPart  float64       `json:"statelessShare"`
+	Keys           int           `json:"keys"`
+	ValueSize      int           `json:"valueSize"`
+	Rate           int           `json:"rate"`
+	Standbys       int           `json:"standbys"`
+	MaxLearners    int           `json:"maxLearnersPerMember"`
+	AcceptableLag  uint64        `json:"acceptableLag"`
+	Session        time.Duration `json:"-"`
+	Warmup         time.Duration `json:"-"`
+	Hold           time.Duration `json:"-"`
+	Timeout        time.Duration `json:"-"`
+	Sample         time.Duration `json:"-"`
+	Seed           uint64        `json:"seed"`
+	Processes      bool          `json:"processes"`
+	WorkerMaxDelay time.Duration `json:"-"`
+	Bin            string        `json:"-"`
+	AgentEnv       []string      `json:"agentEnv,omitempty"`
+	AgentLevel     string        `json:"agentLogLevel"`
+	CommitTasks    []int         `json:"commitTasks,omitempty"`
+	CommitRecords  int           `json:"commitRecords,omitempty"`
+	CommitDuration time.Duration `json:"-"`
+	commitTasks    string
+	Keep           bool   `json:"-"`
+	JSON           bool   `json:"-"`
+	Out            string `json:"-"`
+	modes          string
 }
 
 // MarshalJSON writes s with its durations as Go duration strings ("2s").
@@ -72,7 +91,8 @@ func (s benchSettings) MarshalJSON() ([]byte, error) {
 		Hold    string `json:"hold"`
 		Timeout string `json:"timeout"`
 		Sample  string `json:"sampleEvery"`
-	}{plain(s), s.Session.String(), s.Warmup.String(), s.Hold.String(), s.Timeout.String(), s.Sample.String()})
+		Delay   string `json:"workerMaxDelay"`
+	}{plain(s), s.Session.String(), s.Warmup.String(), s.Hold.String(), s.Timeout.String(), s.Sample.String(), s.WorkerMaxDelay.String()})
 }
 
 // stateful and stateless split Tasks by StatelessPart.
@@ -83,7 +103,10 @@ func benchFlags(s *benchSettings, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&s.modes, "modes", "eager,stable,cold", "comma-separated modes to compare: eager, stable, cold (ownership moves at once, the new owner restores first), cold-sim (eager promoting learners at once: an approximation of cold)")
-	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash or rolling-restart")
+	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, or commit (the commit path through the HTTP API, no rebalance)")
+	fs.StringVar(&s.commitTasks, "commit-tasks", "1,8", "commit scenario: comma-separated `counts` of tasks committing in parallel, one level after the other")
+	fs.IntVar(&s.CommitRecords, "commit-records", 100, "commit scenario: records per commit (18 B keys, 100 B values)")
+	fs.DurationVar(&s.CommitDuration, "commit-duration", 5*time.Second, "commit scenario: how long each level runs")
 	fs.IntVar(&s.From, "from", 0, "members before the event (default: scale-up 3, scale-down 4, crash 3, rolling-restart 3)")
 	fs.IntVar(&s.To, "to", 0, "members after the event (default: scale-up from+1, scale-down from-1)")
 	fs.StringVar(&s.NATS, "nats", "", "NATS `URL` to run on (each mode gets its own group); empty runs an embedded server")
@@ -99,19 +122,33 @@ func benchFlags(s *benchSettings, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&s.Warmup, "warmup", 3*time.Second, "steady running before the event (the throughput baseline)")
 	fs.DurationVar(&s.Hold, "hold", time.Second, "how long the group must stay steady to count as balanced")
 	fs.DurationVar(&s.Timeout, "timeout", 5*time.Minute, "give up on a mode's run after this long")
+	fs.DurationVar(&s.WorkerMaxDelay, "worker-max-delay", benchWorkerMaxDelay, "the counter workers' --max-delay: the longest a message read waits for its commit")
 	fs.DurationVar(&s.Sample, "sample", 25*time.Millisecond, "how often every member's view is sampled")
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed of the history and the input (same seed, same data)")
+	fs.BoolVar(&s.Processes, "processes", false, "run every member as a 'handoff agent' process with an examples/counter worker process, on a nats-server process (unless --nats); without it, everything runs in this process")
+	fs.StringVar(&s.Bin, "bin", "", "with --processes: `DIR` holding the handoff, counter and nats-server binaries; empty builds them from this module (needs the go command)")
+	fs.Func("agent-env", "with --processes: `NAME=VALUE` added to every agent's environment (repeatable), for A/B runs", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("%q: use NAME=VALUE", v)
+		}
+		s.AgentEnv = append(s.AgentEnv, v)
+		return nil
+	})
+	fs.StringVar(&s.AgentLevel, "agent-log-level", "info", "the agents' log `level` (debug adds a line per HTTP request; it slows the agents)")
 	fs.BoolVar(&s.Keep, "keep", false, "keep each run's data directory")
 	fs.BoolVar(&s.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.StringVar(&s.Out, "out", "", "write results.json, table.txt and timeline-<mode>.svg into `DIR`")
 	fs.Usage = func() {
 		fmt.Fprint(out, `Usage: handoff bench [flags]
 
-Runs one scenario once per mode, each on a fresh in-process group with the
-same pre-loaded state and input, and measures: per-task pauses, task-seconds
+Runs one scenario once per mode, each on a fresh group with the same
+pre-loaded state and input, and measures: per-task pauses, task-seconds
 unavailable, time to balanced, generations, what learners and activations
 replayed, learner-seconds, the input's throughput dip, and the restore rate
-next to the raw replay ceiling. docs/bench.md explains each figure.
+next to the raw replay ceiling. The group runs in this process, or with
+--processes as separate agent, worker and nats-server processes, which adds
+a breakdown of each hand-off from the processes' logs. docs/bench.md
+explains each figure.
 
 Flags:
 `)
@@ -138,6 +175,9 @@ func parseBench(args []string, out io.Writer) (benchSettings, error) {
 		default:
 			return s, fmt.Errorf("--modes: unknown mode %q; use eager, stable, cold or cold-sim", m)
 		}
+	}
+	if _, err := zerolog.ParseLevel(s.AgentLevel); err != nil || s.AgentLevel == "" {
+		return s, fmt.Errorf("--agent-log-level %q: use debug, info, warn or error", s.AgentLevel)
 	}
 	if len(s.Modes) == 0 {
 		return s, errors.New("--modes: name at least one mode")
@@ -167,8 +207,20 @@ func parseBench(args []string, out io.Writer) (benchSettings, error) {
 		if s.From < 2 {
 			return s, errors.New("--from: a rolling restart needs at least 2 members")
 		}
+	case scenarioCommit:
+		s.From, s.To = 1, 1
+		for _, f := range strings.Split(s.commitTasks, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return s, fmt.Errorf("--commit-tasks %q: use counts of 1 or more, like 1,8", s.commitTasks)
+			}
+			s.CommitTasks = append(s.CommitTasks, n)
+		}
+		if s.CommitRecords < 1 || s.CommitDuration <= 0 {
+			return s, errors.New("--commit-records must be 1 or more and --commit-duration positive")
+		}
 	default:
-		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash or rolling-restart", s.Scenario)
+		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart or commit", s.Scenario)
 	}
 	switch {
 	case s.Tasks < 1:
@@ -181,8 +233,8 @@ func parseBench(args []string, out io.Writer) (benchSettings, error) {
 		return s, errors.New("--keys and --value-size must be 0 or more")
 	case s.Rate < 1:
 		return s, fmt.Errorf("--rate %d: use at least 1 message per second", s.Rate)
-	case s.Hold < 0 || s.Warmup < 0 || s.Timeout <= 0 || s.Sample <= 0:
-		return s, errors.New("--warmup and --hold must be 0 or more; --timeout and --sample positive")
+	case s.Hold < 0 || s.Warmup < 0 || s.Timeout <= 0 || s.Sample <= 0 || s.WorkerMaxDelay <= 0:
+		return s, errors.New("--warmup and --hold must be 0 or more; --timeout, --sample and --worker-max-delay positive")
 	}
 	return s, nil
 }
@@ -205,11 +257,22 @@ func runBench(ctx context.Context, args []string, e *env) error {
 			return fmt.Errorf("--out: %w", err)
 		}
 	}
+	var procs *lab.Processes
+	if s.Processes {
+		if procs, err = benchBinaries(s); err != nil {
+			return err
+		}
+	} else if s.Bin != "" || len(s.AgentEnv) > 0 {
+		return errors.New("--bin and --agent-env need --processes")
+	}
+	if s.Scenario == scenarioCommit {
+		return runBenchCommit(ctx, s, procs, e)
+	}
 	prog := newBenchProgress(e.stderr, len(s.Modes))
 	res := benchResults{Settings: s, Started: time.Now().UTC()}
 	for i, mode := range s.Modes {
 		prog.startRun(i, mode)
-		run, rec := benchMode(ctx, s, mode, prog)
+		run, rec := benchMode(ctx, s, mode, procs, prog)
 		if rec != nil && s.Out != "" && run.Available {
 			name := "timeline-" + mode + ".svg"
 			if err := writeFile(filepath.Join(s.Out, name), func(w io.Writer) error { return writeTimelineSVG(w, s, run, rec) }); err != nil {
@@ -271,4 +334,27 @@ func writeFile(name string, fn func(io.Writer) error) error {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
+}
+
+// benchBinaries finds the binaries of a bench of processes in --bin, or
+// builds them.
+func benchBinaries(s benchSettings) (*lab.Processes, error) {
+	if s.Bin == "" {
+		b, err := proc.Build()
+		if err != nil {
+			return nil, fmt.Errorf("--processes: %w (or give --bin)", err)
+		}
+		return &lab.Processes{Binaries: b, AgentEnv: s.AgentEnv}, nil
+	}
+	b := proc.Binaries{
+		Handoff:    filepath.Join(s.Bin, "handoff"),
+		Counter:    filepath.Join(s.Bin, "counter"),
+		NATSServer: filepath.Join(s.Bin, "nats-server"),
+	}
+	for _, p := range []string{b.Handoff, b.Counter, b.NATSServer} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("--bin: %w (build them with: go build -o %s ./cmd/handoff ./examples/counter github.com/nats-io/nats-server/v2)", err, s.Bin)
+		}
+	}
+	return &lab.Processes{Binaries: b, AgentEnv: s.AgentEnv}, nil
 }

@@ -22,7 +22,10 @@ type benchRun struct {
 	Ceiling rateJSON `json:"replayCeiling"`
 	Restore rateJSON `json:"referenceRestore"`
 
-	Balanced         bool    `json:"balanced"`
+	Balanced bool `json:"balanced"`
+	// NewcomerTasks is, after a scale-up, the most stateful tasks one new
+	// member owns once balanced: the restores it had to run.
+	NewcomerTasks    int     `json:"newcomerTasks,omitempty"`
 	TimeToBalancedMS float64 `json:"timeToBalancedMs"`
 	Generations      uint64  `json:"generations"`
 	Pauses           struct {
@@ -49,6 +52,9 @@ type benchRun struct {
 	Check    string      `json:"check"`
 	Timeline string      `json:"timeline,omitempty"`
 	PauseLog []pauseJSON `json:"pauseLog,omitempty"`
+	// Breakdown splits the planned stateful moves into their steps (a
+	// bench of processes only).
+	Breakdown *breakdownJSON `json:"breakdown,omitempty"`
 }
 
 // rateJSON is a lab.Rate with its rates spelled out.

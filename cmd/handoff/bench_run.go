@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,7 +53,7 @@ func benchConfig(s benchSettings, mode string) (assign.Config, error) {
 }
 
 // benchMode runs the scenario in one mode on a fresh lab.
-func benchMode(ctx context.Context, s benchSettings, mode string, prog *benchProgress) (benchRun, *benchTimeline) {
+func benchMode(ctx context.Context, s benchSettings, mode string, procs *lab.Processes, prog *benchProgress) (benchRun, *benchTimeline) {
 	run := benchRun{Mode: mode}
 	cfg, err := benchConfig(s, mode)
 	if err != nil {
@@ -63,7 +64,7 @@ func benchMode(ctx context.Context, s benchSettings, mode string, prog *benchPro
 	run.Available = true
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	tl, err := benchExecute(ctx, s, cfg, &run, prog)
+	tl, err := benchExecute(ctx, s, cfg, &run, procs, prog)
 	if err != nil {
 		run.Error = err.Error()
 		prog.note("%s: %v", mode, err)
@@ -72,7 +73,7 @@ func benchMode(ctx context.Context, s benchSettings, mode string, prog *benchPro
 }
 
 // benchExecute opens the lab, runs the scenario and measures it.
-func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *benchRun, prog *benchProgress) (_ *benchTimeline, err error) {
+func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *benchRun, procs *lab.Processes, prog *benchProgress) (_ *benchTimeline, err error) {
 	run.Load[0] = benchLoadAverage()
 	run.Group = "bench-" + run.Mode
 	if s.NATS != "" {
@@ -80,7 +81,7 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	}
 	l, err := lab.Open(ctx, lab.Options{
 		Group: run.Group, NATSURL: s.NATS, Config: cfg, Keep: s.Keep, SampleEvery: s.Sample,
-		Seed: s.Seed, AgentLevel: zerolog.InfoLevel,
+		Seed: s.Seed, AgentLevel: benchAgentLevel(s), Processes: procs, MaxDelay: s.WorkerMaxDelay,
 	})
 	if err != nil {
 		return nil, err
@@ -148,6 +149,9 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	}
 	run.TimeToBalancedMS = durMS(balanced.Sub(event))
 	run.Generations = steady.Generation - rec.GenerationAt(event)
+	if s.Scenario == scenarioScaleUp {
+		run.NewcomerTasks = newcomerTasks(rec.Snapshot(), benchMemberIDs(s.From+1, s.To))
+	}
 	run.ActivationReplayedMetric = l.ActivationReplayed() - activationBefore
 
 	prog.phase("draining the input and checking the changelog", 0.9)
@@ -165,6 +169,7 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 
 	pauses := rec.Pauses(event)
 	benchPauses(run, pauses, event)
+	run.Breakdown = benchBreakdown(l.Handoffs(pauses))
 	run.LearnerSeconds = rec.RoleSeconds(lab.RoleLearner, event, balanced)
 	run.RestoringSeconds = rec.RoleSeconds(lab.RoleRestoring, event, balanced)
 	var learnerRates []float64
@@ -359,4 +364,28 @@ func benchMaxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// newcomerTasks is the most stateful tasks one of newcomers owns in snap.
+func newcomerTasks(snap lab.Snapshot, newcomers []string) int {
+	n := map[string]int{}
+	for _, t := range snap.Tasks {
+		if t.Stateful && slices.Contains(newcomers, t.Owner) {
+			n[t.Owner]++
+		}
+	}
+	most := 0
+	for _, c := range n {
+		most = max(most, c)
+	}
+	return most
+}
+
+// benchAgentLevel is the agents' log level (checked by parseBench).
+func benchAgentLevel(s benchSettings) zerolog.Level {
+	l, err := zerolog.ParseLevel(s.AgentLevel)
+	if err != nil {
+		return zerolog.InfoLevel
+	}
+	return l
 }

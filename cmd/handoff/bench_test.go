@@ -94,7 +94,7 @@ func TestBench(t *testing.T) {
 		}
 	}
 	table, _ := os.ReadFile(filepath.Join(dir, "table.txt"))
-	for _, want := range []string{"time to balanced", "stateful pause p50 / p99 / max", "Figures", "cold unavailable"} {
+	for _, want := range []string{"time to balanced", "stateful pause p50 / p99 / max", "Figures: pauses", "cold unavailable"} {
 		if !strings.Contains(string(table), want) && !(want == "cold unavailable" && res.Runs[2].Available) {
 			t.Errorf("table.txt lacks %q:\n%s", want, table)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/natstest"
+	"github.com/handoffhq/handoff/internal/proc"
 )
 
 // envRunMain makes the test binary run main() instead of the tests, so that
@@ -37,7 +38,9 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	proc.RemoveBuilds() // once: the bench tests share one build, whatever -count
+	os.Exit(code)
 }
 
 // Deadlines of the process tests: generous, as a bound for a failure, not a

@@ -40,6 +40,7 @@ import (
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/internal/natsembed"
+	"github.com/handoffhq/handoff/internal/proc"
 	"github.com/handoffhq/handoff/internal/redact"
 )
 
@@ -83,6 +84,9 @@ type Options struct {
 	OnNote func(Note)
 	// Seed makes the input and the history reproducible.
 	Seed uint64
+	// Processes, if set, runs every member as an agent process and a
+	// worker process, on a nats-server process unless NATSURL is set.
+	Processes *Processes
 }
 
 // Lab is a running in-process group. Its methods are safe for concurrent
@@ -94,10 +98,11 @@ type Lab struct {
 	logFile *os.File
 	log     zerolog.Logger
 
-	srv *natsembed.Server
-	url string
-	nc  *nats.Conn // the lab's own connection: input, history, recorder, checks
-	js  jetstream.JetStream
+	srv      *natsembed.Server
+	natsProc *proc.NATSServer // the nats-server process of a lab of processes
+	url      string
+	nc       *nats.Conn // the lab's own connection: input, history, recorder, checks
+	js       jetstream.JetStream
 
 	rec   *Recorder
 	input *Generator
@@ -106,6 +111,7 @@ type Lab struct {
 	kv   jetstream.KeyValue // the group's bucket, once a member created it
 
 	dumped atomic.Bool // a slow agent's stacks were written
+	readMu sync.Mutex  // one reader of the processes' logs at a time
 
 	mu      sync.Mutex
 	members map[string]*Member
@@ -201,7 +207,11 @@ func (l *Lab) openDir() error {
 
 func (l *Lab) openNATS() error {
 	l.url = l.opts.NATSURL
-	if l.url == "" {
+	if l.url == "" && l.opts.Processes != nil {
+		if err := l.startNATSProcess(); err != nil {
+			return err
+		}
+	} else if l.url == "" {
 		srv, err := natsembed.Start(natsembed.Options{
 			DataDir: filepath.Join(l.dir, "nats"),
 			Listen:  "127.0.0.1:0",
@@ -326,7 +336,7 @@ func (l *Lab) closeResources() error {
 		l.bg.Wait()
 	}
 	var errs []error
-	if l.srv == nil && l.nc != nil && !l.opts.Keep {
+	if l.srv == nil && l.natsProc == nil && l.nc != nil && !l.opts.Keep {
 		errs = append(errs, l.deleteGroupStreams())
 	}
 	if l.nc != nil {
@@ -334,6 +344,9 @@ func (l *Lab) closeResources() error {
 	}
 	if l.srv != nil {
 		l.srv.Shutdown()
+	}
+	if l.natsProc != nil {
+		errs = append(errs, l.natsProc.Proc.Kill())
 	}
 	if l.logFile != nil {
 		_ = l.logFile.Close()

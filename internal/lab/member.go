@@ -49,6 +49,8 @@ type Member struct {
 	activationReplayed float64
 	starts             int
 	failures           []error // incarnations that could not be stopped
+	// procs are the member's processes when the lab runs processes.
+	procs *memberProcs
 }
 
 // incarnation is one start of a member, from start to teardown.
@@ -61,6 +63,10 @@ type incarnation struct {
 	reg          *prometheus.Registry
 	sc           *sidecar.Member     // the store, agent and API, wired
 	inputJS      jetstream.JetStream // the worker's
+	// procs is set, and the in-process parts above are not, when the
+	// member runs as processes; views follows the agent's view.
+	procs *memberProcs
+	views *viewFollower
 
 	cancelAgent, cancelAPI, cancelWorker context.CancelFunc
 	agentDone, apiDone, workerDone       chan struct{}
@@ -91,6 +97,9 @@ func (m *Member) start(ctx context.Context) error {
 // listener. Nothing runs yet; run starts it.
 func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 	l := m.lab
+	if l.opts.Processes != nil {
+		return m.openProcesses(ctx)
+	}
 	log := l.log.With().Str("member", m.ID).Logger()
 	inc := &incarnation{
 		agentDone: make(chan struct{}), apiDone: make(chan struct{}), workerDone: make(chan struct{}),
@@ -143,6 +152,10 @@ func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 
 // abort closes an opened incarnation that never ran.
 func (inc *incarnation) abort() {
+	if inc.procs != nil {
+		inc.abortProcesses()
+		return
+	}
 	_ = inc.sc.Crash() // it never ran: there is no record to delete
 	inc.workerNC.Close()
 	inc.nc.Close()
@@ -151,6 +164,10 @@ func (inc *incarnation) abort() {
 // run starts an opened incarnation: agent, API and worker. It runs until
 // torn down.
 func (m *Member) run(inc *incarnation) {
+	if inc.procs != nil {
+		m.runProcesses(inc)
+		return
+	}
 	l := m.lab
 	log := l.log.With().Str("member", m.ID).Logger()
 	wjs := inc.inputJS
@@ -211,6 +228,10 @@ const stopWait = 20 * time.Second
 func (m *Member) teardown(inc *incarnation, graceful bool, state string) error {
 	inc.once.Do(func() {
 		defer close(inc.ended)
+		if inc.procs != nil {
+			m.teardownProcesses(inc, graceful, state)
+			return
+		}
 		m.mu.Lock() // no new samples from here on
 		if m.inc == inc {
 			m.inc, m.state = nil, state
@@ -370,7 +391,7 @@ func (m *Member) fetchView() <-chan viewResult {
 	done := make(chan struct{})
 	go func() {
 		defer inc.calls.Done()
-		r := viewResult{view: inc.agent.Assignment(), leading: inc.agent.Leading(), ok: true}
+		r := m.askView(inc)
 		inc.asking.Store(false)
 		close(done)
 		out <- r
@@ -393,6 +414,9 @@ func (m *Member) fetchView() <-chan viewResult {
 func (m *Member) ActivationReplayed() float64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if m.procs != nil {
+		return m.procs.replayedByActivations()
+	}
 	v := m.activationReplayed
 	if m.inc != nil {
 		v += counterValue(m.inc.reg, "handoff_activation_replayed_messages_total")

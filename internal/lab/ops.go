@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/handoffhq/handoff/agent/group"
 )
@@ -50,21 +51,38 @@ func (l *Lab) AddMembers(ctx context.Context, ids ...string) ([]*Member, error) 
 	}
 	l.mu.Unlock()
 
+	// Processes are opened all at once: each agent takes a while to start,
+	// and they should join the group together.
 	incs := make([]*incarnation, len(ms))
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
 	for i, m := range ms {
-		inc, err := m.open(ctx)
-		if err != nil {
-			for _, opened := range incs[:i] {
+		if l.opts.Processes == nil {
+			incs[i], errs[i] = m.open(ctx)
+			if errs[i] != nil {
+				break
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			incs[i], errs[i] = m.open(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, opened := range incs {
+			if opened != nil {
 				opened.abort()
 			}
-			l.mu.Lock()
-			for _, m := range ms {
-				delete(l.members, m.ID)
-			}
-			l.mu.Unlock()
-			return nil, err
 		}
-		incs[i] = inc
+		l.mu.Lock()
+		for _, m := range ms {
+			delete(l.members, m.ID)
+		}
+		l.mu.Unlock()
+		return nil, err
 	}
 	for i, m := range ms {
 		l.rec.mark(Mark{Kind: MarkJoin, Member: m.ID})

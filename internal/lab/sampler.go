@@ -27,6 +27,9 @@ func (l *Lab) runSampler(ctx context.Context) {
 // so that an owner replaying before it serves is told apart from a
 // learner. The sampler calls it on a ticker; tests may call it themselves.
 func (l *Lab) Sample(ctx context.Context) {
+	// Worker events first: a start logged after this read is judged by
+	// the next sample, never dated before the views that follow.
+	l.readProcessLogs()
 	now, samples, gen := l.views()
 	if gen > l.rec.groupGeneration() {
 		l.readGroup(ctx)

@@ -36,7 +36,7 @@ type AgentLog struct {
 
 func newAgentLog(member, path string) *AgentLog {
 	l := &AgentLog{member: member, messages: map[string]int{}}
-	l.r = lineReader{path: path, parse: l.add}
+	l.r = lineReader{Path: path, Parse: l.add}
 	return l
 }
 

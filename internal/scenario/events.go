@@ -19,7 +19,7 @@ type EventLog struct {
 
 func newEventLog(member, path string) *EventLog {
 	l := &EventLog{member: member}
-	l.r = lineReader{path: path, parse: l.add}
+	l.r = lineReader{Path: path, Parse: l.add}
 	return l
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/proc"
 )
 
 // Harness runs one scenario: NATS, the members, the input generator, and
@@ -75,7 +76,7 @@ func New(t testing.TB, o Options) *Harness {
 	}
 	t.Cleanup(h.cleanup)
 
-	if h.NATS, err = newNATSServers(bins.NATSServer, filepath.Join(h.Dir, "nats"), o.NATSNodes); err != nil {
+	if h.NATS, err = proc.NewNATSServers(bins.NATSServer, filepath.Join(h.Dir, "nats"), o.NATSNodes); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range h.NATS {

@@ -17,7 +17,7 @@ type workerLog struct {
 
 func newWorkerLog(path string) *workerLog {
 	l := &workerLog{}
-	l.r = lineReader{path: path, parse: l.add}
+	l.r = lineReader{Path: path, Parse: l.add}
 	return l
 }
 

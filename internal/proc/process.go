@@ -1,4 +1,4 @@
-package scenario
+package proc
 
 import (
 	"errors"
@@ -10,16 +10,18 @@ import (
 	"time"
 )
 
-// Process is one OS process of a scenario, restartable with the same
+// Process is one OS process of a multi-process run, restartable with the same
 // command line. It runs in its own process group, so signals reach it and
-// nothing else, and it dies with the test process (Pdeathsig) even if the
-// test binary is killed before its cleanups run. Its stdout and stderr are
+// nothing else, and it dies with the process that started it (Pdeathsig) even if
+// that one is killed before its cleanups run. Its stdout and stderr are
 // appended to LogPath across restarts. Methods are safe for concurrent use.
 type Process struct {
 	Name    string
 	Path    string
 	Args    []string
 	LogPath string
+	// Env is added to the parent's environment.
+	Env []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -39,9 +41,12 @@ func (p *Process) Start() error {
 	if err != nil {
 		return fmt.Errorf("open log of %s: %w", p.Name, err)
 	}
-	fmt.Fprintf(logf, "=== scenario: start %d of %s at %s: %s %v\n", p.starts+1, p.Name, time.Now().Format(time.RFC3339Nano), p.Path, p.Args)
+	fmt.Fprintf(logf, "=== start %d of %s at %s: %s %v\n", p.starts+1, p.Name, time.Now().Format(time.RFC3339Nano), p.Path, p.Args)
 	cmd := exec.Command(p.Path, p.Args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -1,4 +1,4 @@
-package scenario
+package proc
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"syscall"
 )
 
-// Binaries are the programs a scenario runs, built from this module.
+// Binaries are the programs a multi-process run starts, built from this module.
 type Binaries struct {
 	Handoff    string // ./cmd/handoff
 	Counter    string // ./examples/counter
@@ -51,7 +51,7 @@ func build() (Binaries, error) {
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		return Binaries{}, fmt.Errorf("find the go command to build the scenario binaries: %w", err)
+		return Binaries{}, fmt.Errorf("find the go command to build the binaries of a multi-process run: %w", err)
 	}
 	removeStaleBuilds()
 	buildDir, err = os.MkdirTemp("", buildPrefix)
@@ -71,7 +71,7 @@ func build() (Binaries, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return Binaries{}, fmt.Errorf("go build the scenario binaries in %s: %w\n%s", root, err, out.String())
+		return Binaries{}, fmt.Errorf("go build the binaries of a multi-process run in %s: %w\n%s", root, err, out.String())
 	}
 	b := Binaries{
 		Handoff:    filepath.Join(buildDir, "handoff"),

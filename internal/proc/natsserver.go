@@ -1,4 +1,4 @@
-package scenario
+package proc
 
 import (
 	"context"
@@ -25,12 +25,19 @@ type NATSServer struct {
 	Proc        *Process
 }
 
+// healthClient asks a server's monitoring port; its timeout keeps a paused
+// server from hanging a poll.
+var healthClient = &http.Client{Timeout: 5 * time.Second}
+
+// pollInterval paces the polls of WaitHealthy.
+const pollInterval = 50 * time.Millisecond
+
 // URL is the server's client URL.
 func (n *NATSServer) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(n.Port) }
 
-// newNATSServers prepares count servers under dir (one, or a cluster of
+// NewNATSServers prepares count servers under dir (one, or a cluster of
 // count nodes with routes to each other); Start starts them.
-func newNATSServers(bin, dir string, count int) ([]*NATSServer, error) {
+func NewNATSServers(bin, dir string, count int) ([]*NATSServer, error) {
 	servers := make([]*NATSServer, count)
 	for i := range servers {
 		n := &NATSServer{Name: fmt.Sprintf("n%d", i+1)}
@@ -39,7 +46,7 @@ func newNATSServers(bin, dir string, count int) ([]*NATSServer, error) {
 			ports = append(ports, &n.ClusterPort)
 		}
 		for _, p := range ports {
-			port, err := freePort()
+			port, err := FreePort()
 			if err != nil {
 				return nil, err
 			}
@@ -106,7 +113,7 @@ func (n *NATSServer) WaitHealthy(ctx context.Context) error {
 // and creating replicated streams then stalls.
 func (n *NATSServer) healthy(ctx context.Context, healthz string) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, healthz, nil)
-	resp, err := httpClient.Do(req)
+	resp, err := healthClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -118,7 +125,7 @@ func (n *NATSServer) healthy(ctx context.Context, healthz string) error {
 		return nil
 	}
 	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(n.HTTPPort)+"/jsz", nil)
-	resp, err = httpClient.Do(req)
+	resp, err = healthClient.Do(req)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,139 @@
+package lab
+
+import (
+	"time"
+
+	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/client"
+)
+
+// The agent log lines a hand-off's breakdown reads, each logged once its
+// step's work is done; docs/bench.md lists them with the process that logs
+// each, and the field (AgentEvent.Stamp) that dates the step.
+const (
+	LogTaskReleased      = "task released"      // the old owner; received: the release request arrived
+	LogReleaseSeen       = "release seen"       // the leader; seen: the member record brought the release
+	LogPlan              = "plan"               // the leader: a move of the generation it has published
+	LogGenerationApplied = "generation applied" // a member; seen: the generation record arrived; read: how long reading its assignment took
+	LogTaskActive        = "task active"        // the new owner; fenced: the epoch marker is appended and applied; the line: the worker's view is bumped
+	LogAgentStarted      = "agent started"      // an agent serves its API
+)
+
+// stepMatchWindow is how far from its pause a step's line may be.
+const stepMatchWindow = 30 * time.Second
+
+// HandoffSteps are the steps of a planned hand-off, in order.
+var HandoffSteps = []string{
+	"release received",
+	"leader sees the release",
+	"generation published",
+	"new owner sees it",
+	"activation fenced",
+	"view version bumped",
+	"worker's long-poll answered",
+	"first commit accepted",
+}
+
+// AssignmentReadStep is the new owner's read of its assignment at the
+// revision the generation names, before its activation starts (the
+// "generation applied" line's read).
+const AssignmentReadStep = "read the assignment at the generation's revision"
+
+// ActivationSteps split the new owner's activation ("new owner sees it" to
+// "activation fenced" holds them, and the assignment's application before
+// them), as its "task active" line tells.
+var ActivationSteps = []string{
+	"wait for the tailer to apply the last commit",
+	"stop the tailer",
+	"catch up (the copy was behind)",
+	"append the epoch marker",
+	"apply the epoch marker",
+}
+
+// Handoff is one planned move as the processes' logs show it: when each of
+// HandoffSteps happened (zero where no line shows it), next to the old
+// owner's worker's release (the start of the pause).
+type Handoff struct {
+	Task     string      `json:"task"`
+	Stateful bool        `json:"stateful"`
+	From     string      `json:"from"`
+	To       string      `json:"to"`
+	Epoch    uint64      `json:"epoch"` // the new owner's
+	Release  time.Time   `json:"release"`
+	Steps    []time.Time `json:"steps"`
+	// Activation is how long each of ActivationSteps took; nil where
+	// the line does not say.
+	Activation []time.Duration `json:"activation,omitempty"`
+	// AssignmentRead is how long the new owner took to read its
+	// assignment after it saw the generation, the first part of "new
+	// owner sees it" to "activation fenced"; nil where the line does not
+	// say.
+	AssignmentRead *time.Duration `json:"assignmentRead,omitempty"`
+}
+
+// Since returns how long after the worker's release step i happened, and
+// whether the logs show it.
+func (h Handoff) Since(i int) (time.Duration, bool) {
+	if h.Steps[i].IsZero() {
+		return 0, false
+	}
+	return h.Steps[i].Sub(h.Release), true
+}
+
+// Handoffs returns the breakdown of every finished planned move among
+// pauses, from the agents' logs and the workers' events. It needs a lab of
+// processes (each agent its own log); an in-process lab returns nil.
+func (l *Lab) Handoffs(pauses []Pause) []Handoff {
+	agents := l.AgentEvents()
+	if len(agents) == 0 {
+		return nil
+	}
+	workers := l.rec.WorkerEvents()
+	var out []Handoff
+	for _, p := range pauses {
+		if p.Kind != PausePlanned || p.Unfinished || p.To == "" || p.To == p.From {
+			continue
+		}
+		h := Handoff{Task: p.Task, Stateful: p.Stateful, From: p.From, To: p.To, Release: p.Start,
+			Steps: make([]time.Time, len(HandoffSteps))}
+		var oldEpoch uint64
+		for _, e := range workers {
+			switch {
+			case e.Member == p.From && e.Task == p.Task && e.Kind == client.EventRelease && e.Time.Equal(p.Start):
+				oldEpoch = e.Epoch
+			case e.Member == p.To && e.Task == p.Task && e.Kind == client.EventStart && e.Time.Equal(p.End):
+				h.Epoch = e.Epoch
+				h.Steps[6] = e.Time
+			case h.Epoch > 0 && h.Steps[7].IsZero() && e.Member == p.To && e.Task == p.Task &&
+				e.Kind == client.EventCommit && e.Epoch == h.Epoch:
+				h.Steps[7] = e.Time
+			}
+		}
+		from, until := p.Start.Add(-stepMatchWindow), p.End.Add(stepMatchWindow)
+		within := func(e AgentEvent) bool { return !e.At.Before(from) && !e.At.After(until) }
+		var gen uint64
+		for _, e := range agents {
+			if !within(e) {
+				continue
+			}
+			switch {
+			case e.Message == LogTaskReleased && e.Member == p.From && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.After(p.Start):
+				h.Steps[0] = e.Stamp // the last one before the worker heard back
+			case h.Steps[1].IsZero() && e.Message == LogReleaseSeen && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.Before(h.Steps[0]):
+				h.Steps[1] = e.Stamp
+			case h.Steps[2].IsZero() && e.Message == LogPlan && e.Task == p.Task && e.To == p.To &&
+				(e.Kind == string(assign.MovePromote) || e.Kind == string(assign.MoveAssign)) && !e.At.Before(p.Start.Add(-time.Second)):
+				h.Steps[2], gen = e.At, e.Generation
+			case h.Steps[4].IsZero() && e.Message == LogTaskActive && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
+				h.Steps[4], h.Steps[5], h.Activation = e.Stamp, e.At, e.Activation
+			}
+		}
+		for _, e := range agents {
+			if h.Steps[3].IsZero() && gen > 0 && within(e) && e.Member == p.To && e.Message == LogGenerationApplied && e.Generation >= gen {
+				h.Steps[3], h.AssignmentRead = e.Stamp, e.Read
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}
