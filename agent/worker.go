@@ -96,7 +96,7 @@ func (a *Agent) WorkerDetached(since time.Time) {
 	a.mu.Unlock()
 	a.kickHeartbeat()
 	a.kickWorkerWatch()
-	a.log.Warn().Time("since", since).Dur("timeout", a.workerTimeout()).
+	a.log.Warn().Str("since", stamp(since)).Dur("timeout", a.workerTimeout()).
 		Msg("worker detached: it has not polled /assignment; it keeps its tasks until the worker timeout")
 }
 
@@ -193,7 +193,7 @@ func (a *Agent) CheckWorker(now time.Time) bool {
 	a.bumpViewLocked()
 	a.mu.Unlock()
 	a.kickHeartbeat()
-	a.log.Warn().Time("since", since).Strs("released", released).
+	a.log.Warn().Str("since", stamp(since)).Strs("released", released).
 		Msg("worker lost: released its active tasks on its behalf; the group moves them")
 	return true
 }
