@@ -92,10 +92,20 @@ func (p *planner) placeStandbys() {
 		p.standbyQuotas(stateful, want)
 		// Clear cases first: two moves through one member leave copies
 		// tied until the other move has finished.
+		var settled map[*member][]int
+		settledOnce := func() map[*member][]int {
+			if settled == nil {
+				settled = p.settledStandbys(stateful)
+			}
+			return settled
+		}
+		if !p.lastStandbyMove(stateful) {
+			settledOnce = nil
+		}
 		for _, strict := range []bool{true, false} {
 			for _, i := range stateful {
 				if need := p.need[i]; !p.moving(i) && len(p.next[i].Standbys) > need {
-					p.finishStandbyMove(i, need, strict)
+					p.finishStandbyMove(i, need, strict, settledOnce)
 				}
 			}
 		}
