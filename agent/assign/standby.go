@@ -25,7 +25,9 @@ import (
 // with room under its quota, one with local state (or the owner the task
 // was just promoted away from), the most room, the lower ID. A standby
 // moves for balance only to a member with room, and never out of a zone
-// no other copy uses into one that another copy uses.
+// no other copy uses into one that another copy uses; a member none of
+// whose standbys can move to a member with room sheds one through a middle
+// member (see shedThroughMiddle).
 //
 // The standbys of a task that is moving (see moving) are neither added nor
 // moved until it arrives: its learner or standby target is a warm copy for

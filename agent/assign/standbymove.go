@@ -120,15 +120,14 @@ func (p *planner) standbyInFlight(stateful []int, want int) bool {
 
 // finishStandbyMove trims task i, which has more standbys than need, once
 // the copies it keeps have caught up: those on the members most above their
-// quota go first, then the highest lag. Of the last copy kept and the first
-// dropped, on members equally above their quota, the one on a member that
-// cannot pass another copy straight on to a member with room goes (the
-// end of a move through a middle member, see shedThroughMiddle), if
-// settled is not nil: it lists the settled standbys (see settledStandbys),
-// built when first needed, and is given when this is the only standby
-// move and no task is moving. It waits while a kept copy is still being
-// built and, if strict, while those two copies are on members equally
-// above their quota.
+// quota go first, then the highest lag. It waits while a kept copy is still
+// being built and, if strict, while the last copy kept and the first
+// dropped are on members equally above their quota. When settled is given
+// (this is the only standby move and no task is moving; it lists the
+// settled standbys, see settledStandbys), a tie above the quota between
+// those two copies drops the one on a member that cannot pass another copy
+// straight on to a member with room: that ends the first move through a
+// middle member (see shedThroughMiddle).
 func (p *planner) finishStandbyMove(i, need int, strict bool, settled func() map[*member][]int) {
 	t := p.next[i]
 	order := slices.Clone(t.Standbys)
@@ -141,7 +140,8 @@ func (p *planner) finishStandbyMove(i, need int, strict bool, settled func() map
 	})
 	if need > 0 && excess(order[need]) > 0 && excess(order[need-1]) == excess(order[need]) && settled != nil {
 		keep, drop := p.byID[order[need-1]], p.byID[order[need]]
-		if on := settled(); !p.canPassOn(keep, on) && p.canPassOn(drop, on) {
+		on, room := settled(), p.withRoom()
+		if !p.canPassOn(keep, on, room) && p.canPassOn(drop, on, room) {
 			order[need-1], order[need] = order[need], order[need-1]
 		}
 	}

@@ -19,12 +19,13 @@ import "slices"
 // uses. Middle members are tried in ID order, from's tasks from the
 // highest ID down, so the same group always gets the same chain.
 func (p *planner) shedThroughMiddle(from *member, settled map[*member][]int, zp *zonePicker, budget *buildBudget) bool {
+	room := p.withRoom()
 	for _, mid := range p.eligible {
 		if mid == from || mid.standbys != mid.squota {
 			continue
 		}
 		i, ok := p.passTask(from, mid, settled[from])
-		if !ok || !p.canPassOn(mid, settled) || !budget.take(mid) {
+		if !ok || !p.canPassOn(mid, settled, room) || !budget.take(mid) {
 			continue
 		}
 		t := p.next[i]
@@ -37,14 +38,23 @@ func (p *planner) shedThroughMiddle(from *member, settled map[*member][]int, zp 
 	return false
 }
 
+// withRoom lists the eligible members below their standby quota.
+func (p *planner) withRoom() []*member {
+	var room []*member
+	for _, m := range p.eligible {
+		if m.standbys < m.squota {
+			room = append(room, m)
+		}
+	}
+	return room
+}
+
 // canPassOn reports whether one of m's settled standbys can move straight
-// to a member with room under its standby quota.
-func (p *planner) canPassOn(m *member, settled map[*member][]int) bool {
-	for _, to := range p.eligible {
-		if to.standbys < to.squota {
-			if _, ok := p.passTask(m, to, settled[m]); ok {
-				return true
-			}
+// to one of the members in room.
+func (p *planner) canPassOn(m *member, settled map[*member][]int, room []*member) bool {
+	for _, to := range room {
+		if _, ok := p.passTask(m, to, settled[m]); ok {
+			return true
 		}
 	}
 	return false
