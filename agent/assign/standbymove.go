@@ -78,9 +78,19 @@ func (p *planner) moveStandbys(stateful []int, want int) {
 	if !settled {
 		return
 	}
-	chains := p.settledStandbys(stateful)
+	// A member that could move a copy straight on waits for the learner
+	// bounds instead.
+	room := p.withRoom()
+	var chains map[*member][]int
 	for _, m := range over {
-		if excess[m] > 0 && p.shedThroughMiddle(m, chains, zp, budget) {
+		warm := slices.DeleteFunc(slices.Clone(on[m]), func(i int) bool { return !p.wasStandby(i, m.id) })
+		if excess[m] == 0 || p.canPassOn(m, warm, room) {
+			continue
+		}
+		if chains == nil {
+			chains = p.settledStandbys(stateful)
+		}
+		if p.shedThroughMiddle(m, chains, zp, budget) {
 			return // one at a time: its end needs the group quiet
 		}
 	}
@@ -141,7 +151,7 @@ func (p *planner) finishStandbyMove(i, need int, strict bool, settled func() map
 	if need > 0 && excess(order[need]) > 0 && excess(order[need-1]) == excess(order[need]) && settled != nil {
 		keep, drop := p.byID[order[need-1]], p.byID[order[need]]
 		on, room := settled(), p.withRoom()
-		if !p.canPassOn(keep, on, room) && p.canPassOn(drop, on, room) {
+		if !p.canPassOn(keep, on[keep], room) && p.canPassOn(drop, on[drop], room) {
 			order[need-1], order[need] = order[need], order[need-1]
 		}
 	}

@@ -25,7 +25,7 @@ func (p *planner) shedThroughMiddle(from *member, settled map[*member][]int, zp 
 			continue
 		}
 		i, ok := p.passTask(from, mid, settled[from])
-		if !ok || !p.canPassOn(mid, settled, room) || !budget.take(mid) {
+		if !ok || !p.canPassOn(mid, settled[mid], room) || !budget.take(mid) {
 			continue
 		}
 		t := p.next[i]
@@ -49,11 +49,11 @@ func (p *planner) withRoom() []*member {
 	return room
 }
 
-// canPassOn reports whether one of m's settled standbys can move straight
-// to one of the members in room.
-func (p *planner) canPassOn(m *member, settled map[*member][]int, room []*member) bool {
+// canPassOn reports whether m's settled standby of one of tasks can move
+// straight to one of the members in room.
+func (p *planner) canPassOn(m *member, tasks []int, room []*member) bool {
 	for _, to := range room {
-		if _, ok := p.passTask(m, to, settled[m]); ok {
+		if _, ok := p.passTask(m, to, tasks); ok {
 			return true
 		}
 	}
@@ -82,18 +82,33 @@ func (p *planner) passTask(from, to *member, tasks []int) (int, bool) {
 // stood by for before this plan whose standbys are settled: the task is
 // not moving and has no standby move under way.
 func (p *planner) settledStandbys(stateful []int) map[*member][]int {
-	on := map[*member][]int{}
+	n := map[*member]int{}
+	total := 0
+	p.eachSettled(stateful, func(i int, m *member) { n[m]++; total++ })
+	on := make(map[*member][]int, len(n))
+	slab := make([]int, 0, total)
+	for _, m := range p.eligible {
+		if c := n[m]; c > 0 {
+			on[m] = slab[len(slab) : len(slab) : len(slab)+c]
+			slab = slab[:len(slab)+c]
+		}
+	}
+	p.eachSettled(stateful, func(i int, m *member) { on[m] = append(on[m], i) })
+	return on
+}
+
+// eachSettled calls f for each settled standby m of task i, in task order.
+func (p *planner) eachSettled(stateful []int, f func(i int, m *member)) {
 	for _, i := range stateful {
 		if p.moving(i) || len(p.next[i].Standbys) > p.need[i] {
 			continue
 		}
 		for _, s := range p.next[i].Standbys {
 			if m := p.byID[s]; m.eligible && p.wasStandby(i, s) {
-				on[m] = append(on[m], i)
+				f(i, m)
 			}
 		}
 	}
-	return on
 }
 
 // lastStandbyMove reports whether exactly one task has a standby move under
