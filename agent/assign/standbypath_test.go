@@ -7,13 +7,10 @@ import (
 	"time"
 )
 
-// TestPlanShedsThroughMiddle: m02 holds one copy more than its share (its
-// 3 actives and 2 standbys against 4.5 copies each), and its standbys are
-// of the two tasks m03, the member below its share, owns, so neither can
-// move there. The copy of s-6 moves, warm, to m00, which passes its copy
-// of s-8 on to m03; nothing is dropped before the copy replacing it has
-// caught up, and the group ends balanced and stays so.
-func TestPlanShedsThroughMiddle(t *testing.T) {
+// stuckGroup is four members, m02 one copy above its share, none of whose
+// standbys can move straight to m03, the member below its share.
+func stuckGroup(t *testing.T) Input {
+	t.Helper()
 	cfg := config("s-0..8", "l-0..1", func(c *Config) { c.Standbys = 1 })
 	var current Assignment
 	if err := json.Unmarshal([]byte(`{"generation":7,"tasks":{
@@ -25,7 +22,17 @@ func TestPlanShedsThroughMiddle(t *testing.T) {
 		"s-8":{"active":"m02","epoch":2,"standbys":["m00"]}}}`), &current); err != nil {
 		t.Fatal(err)
 	}
-	in := Input{Config: cfg, Now: t0, Members: members("m00", "m01", "m02", "m03"), Current: current}
+	return Input{Config: cfg, Now: t0, Members: members("m00", "m01", "m02", "m03"), Current: current}
+}
+
+// TestPlanShedsThroughMiddle: m02 holds one copy more than its share (its
+// 3 actives and 2 standbys against 4.5 copies each), and its standbys are
+// of the two tasks m03, the member below its share, owns, so neither can
+// move there. The copy of s-6 moves, warm, to m00, which passes its copy
+// of s-8 on to m03; nothing is dropped before the copy replacing it has
+// caught up, and the group ends balanced and stays so.
+func TestPlanShedsThroughMiddle(t *testing.T) {
+	in := stuckGroup(t)
 	// caughtUp reports every copy caught up but those named task/member.
 	caughtUp := func(a Assignment, behind ...string) map[string]map[string]uint64 {
 		l := caughtUpLags(a)
@@ -73,5 +80,23 @@ func TestPlanShedsThroughMiddle(t *testing.T) {
 		if n < 4 || n > 5 {
 			t.Errorf("%s holds %d stateful copies, share 4.5: %v", m, n, copies)
 		}
+	}
+}
+
+// TestPlanShedsThroughMiddleKeepsZones: the same group in two zones. m00
+// would be the first middle member, but s-6's copy would leave zone b,
+// which no other copy of it uses, for zone a, where its owner is; m01, in
+// zone b, takes it instead.
+func TestPlanShedsThroughMiddleKeepsZones(t *testing.T) {
+	in := stuckGroup(t)
+	zones := map[string]string{"m00": "a", "m01": "b", "m02": "b", "m03": "a"}
+	for i := range in.Members {
+		in.Members[i].Zone = zones[in.Members[i].ID]
+	}
+	in.Lags = caughtUpLags(in.Current)
+	res := Plan(in)
+	checkPlan(t, in, res)
+	if got, want := moveLines(res.Moves), []string{"s-6 standby-add m03>m01 balance"}; !slices.Equal(got, want) {
+		t.Fatalf("Plan(in).Moves = %q, want %q", got, want)
 	}
 }
