@@ -25,7 +25,9 @@ import (
 // with room under its quota, one with local state (or the owner the task
 // was just promoted away from), the most room, the lower ID. A standby
 // moves for balance only to a member with room, and never out of a zone
-// no other copy uses into one that another copy uses.
+// no other copy uses into one that another copy uses; a member none of
+// whose standbys can move to a member with room sheds one through a middle
+// member (see shedThroughMiddle).
 //
 // The standbys of a task that is moving (see moving) are neither added nor
 // moved until it arrives: its learner or standby target is a warm copy for
@@ -92,10 +94,20 @@ func (p *planner) placeStandbys() {
 		p.standbyQuotas(stateful, want)
 		// Clear cases first: two moves through one member leave copies
 		// tied until the other move has finished.
+		var settled map[*member][]int
+		settledOnce := func() map[*member][]int {
+			if settled == nil {
+				settled = p.settledStandbys(stateful)
+			}
+			return settled
+		}
+		if !p.lastStandbyMove(stateful) {
+			settledOnce = nil
+		}
 		for _, strict := range []bool{true, false} {
 			for _, i := range stateful {
 				if need := p.need[i]; !p.moving(i) && len(p.next[i].Standbys) > need {
-					p.finishStandbyMove(i, need, strict)
+					p.finishStandbyMove(i, need, strict, settledOnce)
 				}
 			}
 		}

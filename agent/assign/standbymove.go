@@ -8,7 +8,9 @@ import (
 // moveStandbys starts standby moves off each member above its standby
 // quota (its standbys in tasks that are not already moving one count),
 // trying its tasks from the highest ID down until one has a member with
-// room to take the copy, as many as it is above.
+// room to take the copy, as many as it is above. If that starts nothing in
+// a group where no task and no standby is moving, one member still above
+// its quota sheds a copy through a middle member (see shedThroughMiddle).
 func (p *planner) moveStandbys(stateful []int, want int) {
 	excess := map[*member]int{}
 	var over []*member
@@ -21,12 +23,15 @@ func (p *planner) moveStandbys(stateful []int, want int) {
 		return
 	}
 	on := map[*member][]int{}
+	settled := true
 	for _, i := range stateful {
 		t := p.next[i]
 		if p.moving(i) {
+			settled = false
 			continue
 		}
 		inFlight := len(t.Standbys) > p.need[i]
+		settled = settled && !inFlight
 		for _, s := range t.Standbys {
 			m := p.byID[s]
 			if _, ok := excess[m]; !ok {
@@ -56,6 +61,7 @@ func (p *planner) moveStandbys(stateful []int, want int) {
 		for j := len(tasks) - 1; j >= 0 && excess[m] > 0; j-- {
 			if i := tasks[j]; !p.wasStandby(i, m.id) && p.replaceStandby(i, m, zp) {
 				excess[m]--
+				settled = false
 			}
 		}
 		for j := len(tasks) - 1; j >= 0 && excess[m] > 0; j-- {
@@ -65,7 +71,27 @@ func (p *planner) moveStandbys(stateful []int, want int) {
 			}
 			if p.wasStandby(i, m.id) && p.startStandbyMove(i, m.id, zp, budget) {
 				excess[m]--
+				settled = false
 			}
+		}
+	}
+	if !settled {
+		return
+	}
+	// A member that could move a copy straight on waits for the learner
+	// bounds instead.
+	room := p.withRoom()
+	var chains map[*member][]int
+	for _, m := range over {
+		warm := slices.DeleteFunc(slices.Clone(on[m]), func(i int) bool { return !p.wasStandby(i, m.id) })
+		if excess[m] == 0 || p.canPassOn(m, warm, room) {
+			continue
+		}
+		if chains == nil {
+			chains = p.settledStandbys(stateful)
+		}
+		if p.shedThroughMiddle(m, chains, zp, budget) {
+			return // one at a time: its end needs the group quiet
 		}
 	}
 }
@@ -106,8 +132,13 @@ func (p *planner) standbyInFlight(stateful []int, want int) bool {
 // the copies it keeps have caught up: those on the members most above their
 // quota go first, then the highest lag. It waits while a kept copy is still
 // being built and, if strict, while the last copy kept and the first
-// dropped are on members equally above their quota.
-func (p *planner) finishStandbyMove(i, need int, strict bool) {
+// dropped are on members equally above their quota. When settled is given
+// (this is the only standby move and no task is moving; it lists the
+// settled standbys, see settledStandbys), a tie above the quota between
+// those two copies drops the one on a member that cannot pass another copy
+// straight on to a member with room: that ends the first move through a
+// middle member (see shedThroughMiddle).
+func (p *planner) finishStandbyMove(i, need int, strict bool, settled func() map[*member][]int) {
 	t := p.next[i]
 	order := slices.Clone(t.Standbys)
 	excess := func(s string) int { m := p.byID[s]; return m.standbys - m.squota }
@@ -117,6 +148,13 @@ func (p *planner) finishStandbyMove(i, need int, strict bool) {
 		}
 		return cmp.Compare(p.lag(i, a), p.lag(i, b))
 	})
+	if need > 0 && excess(order[need]) > 0 && excess(order[need-1]) == excess(order[need]) && settled != nil {
+		keep, drop := p.byID[order[need-1]], p.byID[order[need]]
+		on, room := settled(), p.withRoom()
+		if !p.canPassOn(keep, on[keep], room) && p.canPassOn(drop, on[drop], room) {
+			order[need-1], order[need] = order[need], order[need-1]
+		}
+	}
 	for _, s := range order[:need] {
 		if !p.caughtUp(i, s) {
 			return

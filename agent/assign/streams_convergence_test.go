@@ -41,6 +41,11 @@ type streamsHarness struct {
 	check bool
 	// stats
 	rounds, moves, fewest, twice int
+	// standbyMoves counts standbys added for balance; standbyBack the
+	// standbys added back to a member they were dropped from in one
+	// convergence (a flap), standbyAgain those dropped from a member they
+	// were added to in it (a copy placed twice).
+	standbyMoves, standbyBack, standbyAgain int
 }
 
 func newStreamsHarness(t *testing.T, mode Mode, stateless, stateful, nodes, maxLearners, standbys int) *streamsHarness {
@@ -132,6 +137,8 @@ func (h *streamsHarness) converge(limit int) {
 	before := h.current
 	moved := map[string]int{}
 	failovers := 0
+	type copyOn struct{ task, member string }
+	added, dropped := map[copyOn]bool{}, map[copyOn]bool{}
 	in := Input{Config: h.cfg, Now: h.now, Members: cloneMembers(h.live), Current: h.current}
 	rounds := 0
 	for {
@@ -151,6 +158,22 @@ func (h *streamsHarness) converge(limit int) {
 			}
 			if m.Kind == MoveFailover {
 				failovers++
+			}
+			c := copyOn{m.Task, m.To}
+			switch m.Kind {
+			case MoveStandbyAdd:
+				if m.Reason == reasonBalance {
+					h.standbyMoves++
+				}
+				if dropped[c] {
+					h.standbyBack++
+				}
+				added[c] = true
+			case MoveStandbyDrop:
+				if added[c] {
+					h.standbyAgain++
+				}
+				dropped[c] = true
 			}
 		}
 		if rounds > limit {
@@ -176,6 +199,13 @@ func (h *streamsHarness) converge(limit int) {
 				}
 			}
 		}
+	}
+	// Re-planned as the next event would see it, with the local state the
+	// members now report and in reverse order, the group stays put.
+	again := Input{Config: h.cfg, Now: h.now.Add(time.Second), Members: cloneMembers(h.live), Current: h.current, Lags: caughtUpLags(h.current)}
+	slices.Reverse(again.Members)
+	if res := Plan(again); res.Changed {
+		h.t.Fatalf("converged, yet re-planned: %q\n%s", moveLines(res.Moves), h.history.String())
 	}
 	n := 0
 	for _, task := range tasks {
@@ -330,7 +360,7 @@ func TestStreamsConvergenceDroppingNode(t *testing.T) {
 // group converges within 2 × (stateful + stateful × standbys) rounds and
 // passes every check. Seeds 1..-convergence.seeds, in both modes.
 func TestStreamsConvergenceRandom(t *testing.T) {
-	var rounds, moves, fewest, twice, events, extra, worst int
+	var rounds, moves, fewest, twice, events, extra, worst, standbyMoves, back, again int
 	for _, mode := range []Mode{Eager, Stable} {
 		for seed := 1; seed <= *convergenceSeeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed=%d", mode, seed), func(t *testing.T) {
@@ -367,9 +397,12 @@ func TestStreamsConvergenceRandom(t *testing.T) {
 				moves += h.moves
 				fewest += h.fewest
 				twice += h.twice
+				standbyMoves += h.standbyMoves
+				back += h.standbyBack
+				again += h.standbyAgain
 			})
 		}
 	}
-	t.Logf("%d seeds × 2 modes, %d events: most rounds after an event %d; %d owners changed, fewest possible %d; %d events moved more than the fewest (at most %d more); %d times a task changed owner twice in one convergence",
-		*convergenceSeeds, events, rounds, moves, fewest, extra, worst, twice)
+	t.Logf("%d seeds × 2 modes, %d events: most rounds after an event %d; %d owners changed, fewest possible %d; %d events moved more than the fewest (at most %d more); %d times a task changed owner twice in one convergence; %d standbys moved for balance, %d added back where they had been dropped, %d dropped where they had been added, in one convergence",
+		*convergenceSeeds, events, rounds, moves, fewest, extra, worst, twice, standbyMoves, back, again)
 }
