@@ -53,12 +53,26 @@ func (a *Agent) activeTask(id string) (*task, taskState, error) {
 	return t, st, nil
 }
 
+// committable returns the task a commit may go to: its active owner here.
+// A task becoming active again because its store missed a commit on a
+// full disk waits for space: its commits are refused as the full disk's
+// are (503), not as a task owned elsewhere's.
+func (a *Agent) committable(id string) (*task, error) {
+	t, st, err := a.activeTask(id)
+	if err != nil && st.phase == phaseActivating {
+		if werr := a.store.Writable(); werr != nil {
+			return nil, fmt.Errorf("%w: the local store of member %s takes no writes (%v); task %s becomes active again once it does: retry once /readyz answers ready", httpapi.ErrUnavailable, a.opts.MemberID, werr, id)
+		}
+	}
+	return t, err
+}
+
 // Commit implements httpapi.Backend: fenced append, then apply, then
 // acknowledge. Commits of one task are serialized by its commit lock; its
 // state lock is held only to read the state, so views, generations and
 // other tasks never wait on an append.
 func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
-	t, _, err := a.activeTask(id)
+	t, err := a.committable(id)
 	if err != nil {
 		return httpapi.CommitResult{}, err
 	}
@@ -66,7 +80,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	defer t.commitMu.Unlock()
 	// Read the state again under the commit lock: a release may have
 	// happened while this commit waited for the one before it.
-	if t, _, err = a.activeTask(id); err != nil {
+	if t, err = a.committable(id); err != nil {
 		return httpapi.CommitResult{}, err
 	}
 	st := t.state()

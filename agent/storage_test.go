@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/statestore"
@@ -79,6 +80,59 @@ func TestCommitOnFullDiskRefusedThenResumes(t *testing.T) {
 	if v, err := m1.store.Get("orders-0", []byte("k")); err != nil || string(v) != "ok" {
 		t.Fatalf("k = %q, %v; want ok", v, err)
 	}
+}
+
+// A task that cannot become active because its store's disk is full
+// (here a task added to the group while the disk is short) answers
+// commits as the full disk does, 503, not as a task owned elsewhere: its
+// worker retries instead of stopping, and the task serves once the disk
+// has room.
+func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
+	fs := vfs.NewMem()
+	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 1 << 31})
+	c := newCluster(t, testConfig("orders-0", ""))
+	c.storeOptions = func(string) statestore.Options {
+		return statestore.Options{FS: fs, MinFree: 64 << 20}
+	}
+	m1 := c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 20, TotalBytes: 1 << 31})
+	waitFor(t, 10*time.Second, "readiness to report the full disk", func() error {
+		if err := m1.a.Ready(); !errors.Is(err, statestore.ErrFull) {
+			return fmt.Errorf("Ready() = %v, want ErrFull", err)
+		}
+		return nil
+	})
+	cfg, rev, _, err := group.LoadConfig(ctx, c.kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Stateful = append(cfg.Stateful, "orders-1")
+	if _, err := group.UpdateConfig(ctx, c.kv, cfg, rev); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "orders-1 assigned to m1", func() error {
+		for _, task := range c.view().Tasks {
+			if task.ID == "orders-1" && task.Active == "m1" {
+				return nil
+			}
+		}
+		return errors.New("not yet")
+	})
+	for i := range 5 {
+		if _, err := m1.a.Commit(ctx, "orders-1", putReq(fmt.Sprint(i))); !errors.Is(err, httpapi.ErrUnavailable) {
+			t.Fatalf("commit to a task becoming active on a full disk = %v, want ErrUnavailable", err)
+		}
+	}
+
+	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 1 << 31})
+	waitFor(t, 10*time.Second, "orders-1 to take commits", func() error {
+		_, err := m1.a.Commit(ctx, "orders-1", putReq("ok"))
+		return err
+	})
 }
 
 // A task whose changelog was purged whole, failing over to a member
