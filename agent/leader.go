@@ -158,21 +158,26 @@ func (ld *leader) watchMembers(ctx context.Context) {
 			seen := time.Now()
 			ld.mu.Lock()
 			wake := false
-			var released map[string]assign.Release
+			var (
+				id       string
+				released map[string]assign.Release
+			)
 			if e == nil {
 				ld.complete, wake = true, true
 			} else {
-				id := strings.TrimPrefix(e.Key(), group.PrefixMember)
+				id = strings.TrimPrefix(e.Key(), group.PrefixMember)
 				old := ld.members[id]
 				wake = group.ApplyMemberUpdate(ld.members, e) && ld.complete
-				released = newReleases(old, ld.members[id])
+				if ld.complete { // the current records a fresh watch delivers hold no news
+					released = newReleases(old, ld.members[id])
+				}
 			}
 			ld.mu.Unlock()
 			if wake {
 				ld.wake()
 			}
 			for task, r := range released { // after the wake: the plan need not wait for the log
-				ld.a.log.Info().Str(fTask, task).Uint64(fEpoch, r.Epoch).Str("from", strings.TrimPrefix(e.Key(), group.PrefixMember)).
+				ld.a.log.Info().Str(fTask, task).Uint64(fEpoch, r.Epoch).Str("from", id).
 					Str(fSeen, stamp(seen)).Msg("release seen")
 			}
 			return nil

@@ -269,7 +269,11 @@ func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer) (reconnecte
 	wg.Wait()
 	select {
 	case <-back:
-		return ctx.Err() == nil, err
+		// Cut by the reconnect: a tailing Run returns nil when its
+		// context ends, one to the end the context's error. A Run that
+		// failed on its own keeps its error.
+		cut := err == nil || errors.Is(err, context.Canceled)
+		return cut && ctx.Err() == nil, err
 	default:
 		return false, err
 	}

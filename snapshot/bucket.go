@@ -172,9 +172,13 @@ var listTimeout = 10 * time.Second
 
 // list lists the bucket's objects, within listTimeout.
 func (b *Bucket) list(ctx context.Context, opts ...jetstream.ListObjectsOpt) ([]*jetstream.ObjectInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	return b.obs.List(ctx, opts...)
+	objs, err := b.obs.List(lctx, opts...)
+	if err != nil && lctx.Err() != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("no end of the listing within %s: %w", listTimeout, err)
+	}
+	return objs, err
 }
 
 // ListAll returns every task's snapshots, newest (highest sequence) first.

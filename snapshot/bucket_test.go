@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -279,11 +278,12 @@ func TestListReturnsAcrossServerRestarts(t *testing.T) {
 	ctx := testContext(t)
 	const listers = 4
 	var (
-		mu      sync.Mutex
-		calls   int
-		stuck   int
-		stopped = make(chan struct{})
-		wg      sync.WaitGroup
+		mu       sync.Mutex
+		calls    int
+		stuck    int
+		returned = make(chan struct{}, 1) // a listing came back
+		stopped  = make(chan struct{})
+		wg       sync.WaitGroup
 	)
 	for range listers {
 		wg.Add(1)
@@ -305,19 +305,22 @@ func TestListReturnsAcrossServerRestarts(t *testing.T) {
 				if ctx.Err() != nil {
 					return
 				}
+				select {
+				case returned <- struct{}{}:
+				default:
+				}
 			}
 		}()
 	}
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return calls
-	}
 	for range 3 {
 		// Restart once a listing has come back since the last restart.
-		before := count()
-		for count() == before && ctx.Err() == nil {
-			runtime.Gosched()
+		select {
+		case <-returned:
+		case <-ctx.Done():
+		}
+		select { // one that came back before the restart does not count
+		case <-returned:
+		default:
 		}
 		e.srv.Restart(t)
 	}

@@ -185,6 +185,12 @@ func commitLoad(ctx context.Context, cl *client.Client, n int, epochs map[string
 						if first == "" {
 							first = err.Error()
 						}
+						// Back off, so that a burst of refusals does not
+						// spin: the figures count accepted commits only.
+						select {
+						case <-ctx.Done():
+						case <-time.After(5 * time.Millisecond):
+						}
 					}
 					continue
 				}

@@ -15,8 +15,8 @@
 //	h.WaitSettled(time.Minute, "m1", "m2", "m3", "m4")
 //	h.Verify(Expect{Planned: true, Mark: mark})
 //
-// OnMoving fires a fault the moment the leader writes an assignment with a
-// hand-off in flight (a learner catching up, a revoke pending). Waiting is always on observed
+// OnMoving fires a fault the moment the leader publishes a generation with
+// a hand-off in flight (a learner catching up, a revoke pending). Waiting is always on observed
 // state — the group's bucket, the workers' event logs, the agents' logs —
 // with deadlines, never on time alone.
 //

@@ -7,8 +7,8 @@ import (
 )
 
 // TestNATSRestartDuringHandoff kills the nats-server (-9) in the middle of
-// hand-offs — at the moment the group's bucket shows a learner catching up
-// or a revoke pending, as a fourth member joins and then as a member leaves
+// hand-offs — at the moment the leader publishes a generation with a
+// learner to catch up or a revoke pending, as a fourth member joins and then as a member leaves
 // (SIGTERM) — and restarts it on the same port and store each time.
 // Agents, workers and the generator reconnect (the newcomer's worker starts
 // once NATS is back: the example worker, like the agent, exits if NATS is

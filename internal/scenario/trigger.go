@@ -3,6 +3,10 @@ package scenario
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,12 +15,15 @@ import (
 )
 
 // Trigger fires a fault the moment the group is handing a task over,
-// however briefly that lasts: it checks every member assignment the leader
-// writes, as the watch of the group's KV bucket delivers it, from its own
-// goroutine, while the test goes on (say, starting the member whose arrival
-// causes the move). It never re-reads the group: a hand-off can be over
-// (a leave takes a few tens of milliseconds) before a read of the whole
-// group would be.
+// however briefly that lasts: it judges every generation record the leader
+// publishes, with the member assignments it names, as the watch of the
+// group's KV bucket delivers them, from its own goroutine, while the test
+// goes on (say, starting the member whose arrival causes the move). It
+// never re-reads the group: a hand-off can be over (a leave takes a few
+// tens of milliseconds) before a read of the whole group would be. It
+// fires on the generation record, not on the assignment written before
+// it, so that the members have been told of the hand-off when the fault
+// comes.
 type Trigger struct {
 	what   string
 	done   chan struct{}
@@ -27,19 +34,19 @@ type Trigger struct {
 
 // OnMoving starts watching the group and calls fire, from the trigger's
 // goroutine, with a description of the hand-offs in flight the first time
-// an assignment has a task with a learner or a pending revoke; then it
-// stops. fire must be safe to call from another goroutine (Process's
-// methods are). The watch is in place when OnMoving returns.
+// a published generation has a task with a learner or a pending revoke;
+// then it stops. fire must be safe to call from another goroutine
+// (Process's methods are). The watch is in place when OnMoving returns.
 func (h *Harness) OnMoving(what string, fire func(inFlight string)) *Trigger {
 	h.t.Helper()
 	if _, err := h.Group(); err != nil { // opens the bucket before the goroutine uses it
 		h.t.Fatalf("trigger on %s: %v", what, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := h.kv.Watch(ctx, group.PrefixAssignment+">", jetstream.UpdatesOnly())
+	w, err := h.kv.WatchFiltered(ctx, []string{group.KeyGeneration, group.PrefixAssignment + ">"}, jetstream.UpdatesOnly())
 	if err != nil {
 		cancel()
-		h.t.Fatalf("trigger on %s: watch the group's assignments: %v", what, err)
+		h.t.Fatalf("trigger on %s: watch the group's generations: %v", what, err)
 	}
 	tr := &Trigger{what: what, done: make(chan struct{}), cancel: cancel}
 	h.t.Cleanup(tr.Stop)
@@ -48,6 +55,11 @@ func (h *Harness) OnMoving(what string, fire func(inFlight string)) *Trigger {
 	// and must not hold the test up.
 	go func() {
 		defer close(tr.done)
+		type written struct {
+			rev uint64
+			ma  group.MemberAssignment
+		}
+		assignments := map[string]written{} // by member, as last written
 		for {
 			select {
 			case <-ctx.Done():
@@ -59,11 +71,27 @@ func (h *Harness) OnMoving(what string, fire func(inFlight string)) *Trigger {
 				if e == nil || e.Operation() != jetstream.KeyValuePut {
 					continue
 				}
-				var ma group.MemberAssignment
-				if err := json.Unmarshal(e.Value(), &ma); err != nil {
-					continue // not for the trigger to judge: the agents log it
+				if e.Key() != group.KeyGeneration {
+					var ma group.MemberAssignment
+					if json.Unmarshal(e.Value(), &ma) == nil { // an undecodable one is the agents' to log
+						assignments[ma.Member] = written{e.Revision(), ma}
+					}
+					continue
 				}
-				if moving := InFlight(ma); moving != "" {
+				var g group.GenerationRecord
+				if json.Unmarshal(e.Value(), &g) != nil {
+					continue
+				}
+				var parts []string
+				for _, member := range slices.Sorted(maps.Keys(g.Assignments)) {
+					if a, ok := assignments[member]; ok && a.rev == g.Assignments[member] {
+						if moving := InFlight(a.ma); moving != "" {
+							parts = append(parts, moving)
+						}
+					}
+				}
+				if len(parts) > 0 {
+					moving := fmt.Sprintf("generation %d: %s", g.Generation, strings.Join(parts, ", "))
 					fire(moving)
 					tr.inFlight = moving
 					return
