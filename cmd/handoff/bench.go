@@ -177,7 +177,7 @@ func parseBench(args []string, out io.Writer) (benchSettings, error) {
 		}
 	}
 	if _, err := zerolog.ParseLevel(s.AgentLevel); err != nil || s.AgentLevel == "" {
-		return s, fmt.Errorf("--agent-log-level %q: use debug, info, warn or error", s.AgentLevel)
+		return s, fmt.Errorf("--agent-log-level %q: use trace, debug, info, warn or error", s.AgentLevel)
 	}
 	if len(s.Modes) == 0 {
 		return s, errors.New("--modes: name at least one mode")

@@ -177,7 +177,8 @@ func (l *Lab) Crash(id string) error {
 
 // Stop stops member id gracefully without a leave: its worker stops, then
 // its agent, whose record is deleted so that the group fails its tasks over
-// at once.
+// at once. A member run as processes (Processes) is killed instead, worker
+// first: its record expires with the session timeout.
 func (l *Lab) Stop(id string) error {
 	m, _, err := l.running(id)
 	if err != nil {
