@@ -129,29 +129,20 @@ func (p *planner) standbyInFlight(stateful []int, want int) bool {
 }
 
 // finishStandbyMove trims task i, which has more standbys than need, once
-// the copies it keeps have caught up: a copy alone in its zone stays (zones
-// win over balance); of the others, those on the members most above their
+// the copies it keeps have caught up: those on the members most above their
 // quota go first, then the highest lag. It waits while a kept copy is still
 // being built and, if strict, while the last copy kept and the first
 // dropped are on members equally above their quota. When settled is given
 // (this is the only standby move and no task is moving; it lists the
 // settled standbys, see settledStandbys), a tie above the quota between
 // those two copies drops the one on a member that cannot pass another copy
-// straight on to a member with room, unless its copy is alone in its zone: that ends the first move through a
+// straight on to a member with room: that ends the first move through a
 // middle member (see shedThroughMiddle).
 func (p *planner) finishStandbyMove(i, need int, strict bool, settled func() map[*member][]int) {
 	t := p.next[i]
 	order := slices.Clone(t.Standbys)
 	excess := func(s string) int { m := p.byID[s]; return m.standbys - m.squota }
-	// lone: the copy is the only one of the task in its zone.
-	lone := func(s string) bool { return !slices.Contains(p.zonesUsed(i, s), p.byID[s].zone) }
 	slices.SortStableFunc(order, func(a, b string) int {
-		if la, lb := lone(a), lone(b); la != lb {
-			if la {
-				return -1 // a copy alone in its zone stays: zones win over balance
-			}
-			return 1
-		}
 		if c := cmp.Compare(excess(a), excess(b)); c != 0 {
 			return c // the member most above its quota loses its copy
 		}
@@ -160,7 +151,7 @@ func (p *planner) finishStandbyMove(i, need int, strict bool, settled func() map
 	if need > 0 && excess(order[need]) > 0 && excess(order[need-1]) == excess(order[need]) && settled != nil {
 		keep, drop := p.byID[order[need-1]], p.byID[order[need]]
 		on, room := settled(), p.withRoom()
-		if !lone(keep.id) && !p.canPassOn(keep, on[keep], room) && p.canPassOn(drop, on[drop], room) {
+		if !p.canPassOn(keep, on[keep], room) && p.canPassOn(drop, on[drop], room) {
 			order[need-1], order[need] = order[need], order[need-1]
 		}
 	}
