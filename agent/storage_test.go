@@ -25,18 +25,52 @@ func putReq(v string) httpapi.CommitRequest {
 	return httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte(v)}}, Checkpoint: []byte(v)}
 }
 
+// diskMember is member m1 of a group of one stateful task, orders-0, whose
+// store is on an in-memory disk the test fills and frees (the store keeps
+// 64 MiB in reserve).
+type diskMember struct {
+	c  *cluster
+	m1 *member
+	fs *vfs.MemFS
+}
+
+// startOnDisk starts m1 on a disk with room and waits until it owns orders-0.
+func startOnDisk(t *testing.T) *diskMember {
+	t.Helper()
+	d := &diskMember{fs: vfs.NewMem()}
+	d.free()
+	d.c = newCluster(t, testConfig("orders-0", ""))
+	d.c.storeOptions = func(string) statestore.Options {
+		return statestore.Options{FS: d.fs, MinFree: 64 << 20}
+	}
+	d.m1 = d.c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active", func() error { return d.c.activeEverywhere(d.c.view()) })
+	return d
+}
+
+// fill leaves 1 MiB free and waits until m1's readiness reports the full disk.
+func (d *diskMember) fill(t *testing.T) {
+	t.Helper()
+	d.fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 20, TotalBytes: 1 << 31})
+	waitFor(t, 10*time.Second, "readiness to report the full disk", func() error {
+		if err := d.m1.a.Ready(); !errors.Is(err, statestore.ErrFull) {
+			return fmt.Errorf("Ready() = %v, want ErrFull", err)
+		}
+		return nil
+	})
+}
+
+// free gives the disk room again.
+func (d *diskMember) free() {
+	d.fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 1 << 31})
+}
+
 // A commit while the local store's disk is full is refused with 503
 // before anything reaches the changelog, readiness says why, and commits
 // resume once the disk has room.
 func TestCommitOnFullDiskRefusedThenResumes(t *testing.T) {
-	fs := vfs.NewMem()
-	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 1 << 31})
-	c := newCluster(t, testConfig("orders-0", ""))
-	c.storeOptions = func(string) statestore.Options {
-		return statestore.Options{FS: fs, MinFree: 64 << 20}
-	}
-	m1 := c.start("m1")
-	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
+	d := startOnDisk(t)
+	c, m1 := d.c, d.m1
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	waitFor(t, 10*time.Second, "a first commit", func() error {
@@ -52,13 +86,7 @@ func TestCommitOnFullDiskRefusedThenResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 20, TotalBytes: 1 << 31})
-	waitFor(t, 10*time.Second, "readiness to report the full disk", func() error {
-		if err := m1.a.Ready(); err == nil || !errors.Is(err, statestore.ErrFull) {
-			return fmt.Errorf("Ready() = %v, want ErrFull", err)
-		}
-		return nil
-	})
+	d.fill(t)
 	for i := range 20 {
 		_, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i+2)))
 		if !errors.Is(err, httpapi.ErrUnavailable) || !strings.Contains(err.Error(), "nothing was written") {
@@ -69,7 +97,7 @@ func TestCommitOnFullDiskRefusedThenResumes(t *testing.T) {
 		t.Fatalf("changelog of orders-0 ends at %d (%v) after refused commits, want %d", last, err, before)
 	}
 
-	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 1 << 31})
+	d.free()
 	waitFor(t, 10*time.Second, "commits to resume", func() error {
 		_, err := m1.a.Commit(ctx, "orders-0", putReq("ok"))
 		return err
@@ -88,24 +116,12 @@ func TestCommitOnFullDiskRefusedThenResumes(t *testing.T) {
 // worker retries instead of stopping, and the task serves once the disk
 // has room.
 func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
-	fs := vfs.NewMem()
-	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 1 << 31})
-	c := newCluster(t, testConfig("orders-0", ""))
-	c.storeOptions = func(string) statestore.Options {
-		return statestore.Options{FS: fs, MinFree: 64 << 20}
-	}
-	m1 := c.start("m1")
-	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
+	d := startOnDisk(t)
+	c, m1 := d.c, d.m1
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 20, TotalBytes: 1 << 31})
-	waitFor(t, 10*time.Second, "readiness to report the full disk", func() error {
-		if err := m1.a.Ready(); !errors.Is(err, statestore.ErrFull) {
-			return fmt.Errorf("Ready() = %v, want ErrFull", err)
-		}
-		return nil
-	})
+	d.fill(t)
 	cfg, rev, _, err := group.LoadConfig(ctx, c.kv)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +144,7 @@ func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
 		}
 	}
 
-	fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 30, TotalBytes: 1 << 31})
+	d.free()
 	waitFor(t, 10*time.Second, "orders-1 to take commits", func() error {
 		_, err := m1.a.Commit(ctx, "orders-1", putReq("ok"))
 		return err
