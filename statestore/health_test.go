@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -153,21 +154,15 @@ func TestFailedFlushBacksOffAndRecovers(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.db.Flush() }()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.Writable() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("Writable stayed nil while flushes fail")
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
-	}
+	pollUntil(t, deadline, func() bool { return s.Writable() != nil },
+		func() string { return "Writable stayed nil while flushes fail" })
 	if err := s.Apply("t", commitN(2, 10)); !errors.Is(err, ErrFull) {
 		t.Fatalf("Apply while flushes fail for lack of space = %v, want ErrFull", err)
 	}
-	for logs.lines("flush or compaction failed") < 1 || fs.sstErrs.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no second flush attempt (%d errors) or no log line", fs.sstErrs.Load())
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
-	}
+	pollUntil(t, deadline, func() bool { return logs.lines("flush or compaction failed") >= 1 && fs.sstErrs.Load() >= 2 },
+		func() string {
+			return fmt.Sprintf("no second flush attempt (%d errors) or no log line", fs.sstErrs.Load())
+		})
 	if n := logs.lines("flush or compaction failed"); n != 1 {
 		t.Fatalf("%d log lines for repeated flush failures, want 1", n)
 	}
@@ -175,12 +170,8 @@ func TestFailedFlushBacksOffAndRecovers(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Flush after space returned: %v", err)
 	}
-	for s.Writable() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("Writable = %v after a flush succeeded", s.Writable())
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
-	}
+	pollUntil(t, deadline, func() bool { return s.Writable() == nil },
+		func() string { return fmt.Sprintf("Writable = %v after a flush succeeded", s.Writable()) })
 	mustApply(t, s, "t", commitN(2, 10))
 }
 
@@ -217,12 +208,10 @@ func TestOpenOnFullDisk(t *testing.T) {
 		res <- result{s, err}
 	}()
 	deadline := time.Now().Add(30 * time.Second)
-	for fs.usageCalls.Load() < calls+2 { // it tried at least twice
-		if time.Now().After(deadline) {
-			t.Fatalf("OpenWait on a full disk checked its space %d times in 30s, want it to keep trying", fs.usageCalls.Load()-calls)
-		}
-		time.Sleep(time.Millisecond) // polling a condition
-	}
+	pollUntil(t, deadline, func() bool { return fs.usageCalls.Load() >= calls+2 }, // it tried at least twice
+		func() string {
+			return fmt.Sprintf("OpenWait on a full disk checked its space %d times in 30s, want it to keep trying", fs.usageCalls.Load()-calls)
+		})
 	fs.drain()
 	r := <-res
 	if r.err != nil {
@@ -252,5 +241,17 @@ func BenchmarkApply(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// pollUntil polls cond until it holds; once deadline passes, it fails the
+// test with msg.
+func pollUntil(t *testing.T, deadline time.Time, cond func() bool, msg func() string) {
+	t.Helper()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(msg())
+		}
+		<-time.After(5 * time.Millisecond) // polling a condition: there is no event to wait on
 	}
 }
