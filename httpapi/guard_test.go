@@ -14,25 +14,32 @@ import (
 	"time"
 )
 
-// listening serves b with o on a free loopback port until the test ends
-// and returns the address.
-func listening(t *testing.T, b Backend, o Options) string {
+// serving runs s on a free loopback port; it returns the address, the
+// cancel that ends Run, and Run's result once it has returned.
+func serving(t *testing.T, s *Server) (addr string, cancel context.CancelFunc, ran <-chan error) {
 	t.Helper()
-	s := New(b, o)
-	addr, err := s.Listen("127.0.0.1:0")
+	a, err := s.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx) }()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return a.String(), cancel, done
+}
+
+// listening serves b with o on a free loopback port until the test ends
+// and returns the address.
+func listening(t *testing.T, b Backend, o Options) string {
+	t.Helper()
+	addr, cancel, ran := serving(t, New(b, o))
 	t.Cleanup(func() {
 		cancel()
 		if err := <-ran; err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return addr.String()
+	return addr
 }
 
 // rawConn dials addr; the test ends by closing it.

@@ -516,18 +516,11 @@ func TestLongPollClientGone(t *testing.T) {
 
 func TestRunShutsDownLongPolls(t *testing.T) {
 	f := newFake()
-	s := New(f, Options{})
-	addr, err := s.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx) }()
+	addr, cancel, ran := serving(t, New(f, Options{}))
 
 	polled := make(chan error, 1)
 	go func() {
-		resp, err := http.Get("http://" + addr.String() + "/assignment?wait=60s&after=1")
+		resp, err := http.Get("http://" + addr + "/assignment?wait=60s&after=1")
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -555,7 +548,7 @@ func TestRunShutsDownLongPolls(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after ctx ended")
 	}
-	if _, err := http.Get("http://" + addr.String() + "/healthz"); err == nil {
+	if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
 		t.Errorf("the server still answers after Run returned")
 	}
 }

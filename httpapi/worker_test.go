@@ -187,16 +187,10 @@ func TestWorkerGraceTimerFiringLateReportsNothing(t *testing.T) {
 func TestWorkerTrackerClosesWithRun(t *testing.T) {
 	f, obs := newFake(), make(observer, 8)
 	s := New(f, Options{Worker: obs, WorkerGrace: 10 * time.Millisecond})
-	addr, err := s.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(ctx) }()
+	addr, cancel, ran := serving(t, s)
 	polled := make(chan error, 1)
 	go func() {
-		resp, err := http.Get("http://" + addr.String() + "/assignment?wait=60s&after=1")
+		resp, err := http.Get("http://" + addr + "/assignment?wait=60s&after=1")
 		if err == nil {
 			resp.Body.Close()
 		}
