@@ -169,10 +169,9 @@ func TestLocalCopyDecidesWhetherToLoad(t *testing.T) {
 	}
 }
 
-// corruptObject rewrites a stored snapshot's content with one byte flipped
-// in the middle, keeping its name and metadata (the object store's own
-// digest then matches: only the snapshot's checksum can tell).
-func corruptObject(t *testing.T, e *env, b *snapshot.Bucket, info snapshot.Info) {
+// storedObject returns the object store behind b and the stored object of
+// snapshot info.
+func storedObject(t *testing.T, e *env, b *snapshot.Bucket, info snapshot.Info) (jetstream.ObjectStore, *jetstream.ObjectInfo) {
 	t.Helper()
 	ctx := testContext(t)
 	obs, err := e.js.ObjectStore(ctx, b.Name())
@@ -183,6 +182,16 @@ func corruptObject(t *testing.T, e *env, b *snapshot.Bucket, info snapshot.Info)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return obs, oi
+}
+
+// corruptObject rewrites a stored snapshot's content with one byte flipped
+// in the middle, keeping its name and metadata (the object store's own
+// digest then matches: only the snapshot's checksum can tell).
+func corruptObject(t *testing.T, e *env, b *snapshot.Bucket, info snapshot.Info) {
+	t.Helper()
+	ctx := testContext(t)
+	obs, oi := storedObject(t, e, b, info)
 	data, err := obs.GetBytes(ctx, info.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -197,14 +206,7 @@ func corruptObject(t *testing.T, e *env, b *snapshot.Bucket, info snapshot.Info)
 func dropChunks(t *testing.T, e *env, b *snapshot.Bucket, info snapshot.Info) {
 	t.Helper()
 	ctx := testContext(t)
-	obs, err := e.js.ObjectStore(ctx, b.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	oi, err := obs.GetInfo(ctx, info.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, oi := storedObject(t, e, b, info)
 	s, err := e.js.Stream(ctx, "OBJ_"+b.Name())
 	if err != nil {
 		t.Fatal(err)
