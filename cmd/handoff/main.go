@@ -1,6 +1,10 @@
 // Command handoff is the sidecar agent of a stateful stream-processing group
 // and the tools around it. main only handles signals and dispatch; each
-// subcommand lives in a file of its own.
+// subcommand is registered by a file of its own. The agent's own commands
+// live in this package; the commands that read a group from outside
+// (internal/groupcli), the bench (internal/bench) and the demo
+// (internal/demo) live in packages of their own, given what they share
+// with the agent by their file here.
 package main
 
 import (
@@ -29,9 +33,9 @@ type env struct {
 	getenv func(string) string
 }
 
-// commands are the subcommands by name. Each file that implements one
-// registers it in its init function, so a command is added by adding a
-// file; usage lists them sorted by name.
+// commands are the subcommands by name. Each file that implements one, or
+// hands it to its package, registers it in its init function, so a command
+// is added by adding a file; usage lists them sorted by name.
 var commands = map[string]command{}
 
 // register adds a subcommand; called from init functions of the files that

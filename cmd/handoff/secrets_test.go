@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/internal/redact"
+	"github.com/handoffhq/handoff/internal/watchbuf"
 )
 
 // closedPort returns a local address that nothing listens on.
@@ -101,7 +102,7 @@ func TestEmbeddedNATSRequiresTheToken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	urls, apis := make(chan string, 1), make(chan string, 1)
 	var once sync.Once
-	stderr := &watchedBuffer{onWrite: func(s string) {
+	stderr := &watchbuf.Buffer{OnWrite: func(s string) {
 		for _, line := range strings.Split(s, "\n") {
 			var ev struct{ Message, URL, API string }
 			if json.Unmarshal([]byte(line), &ev) != nil {

@@ -25,7 +25,6 @@ import (
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/natstest"
-	"github.com/handoffhq/handoff/internal/proc"
 )
 
 // envRunMain makes the test binary run main() instead of the tests, so that
@@ -38,9 +37,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	code := m.Run()
-	proc.RemoveBuilds() // once: the bench tests share one build, whatever -count
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // Deadlines of the process tests: generous, as a bound for a failure, not a

@@ -11,11 +11,3 @@ func init() {
 		return groupcli.Status(ctx, args, groupEnv(e))
 	})
 }
-
-// dash shows an empty table cell as -.
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -12,35 +12,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/handoffhq/handoff/internal/watchbuf"
 )
 
-// watchedBuffer is a bytes.Buffer safe for concurrent use that calls
-// onWrite with everything written so far.
-type watchedBuffer struct {
-	mu      sync.Mutex
-	b       bytes.Buffer
-	onWrite func(string)
-}
-
-func (w *watchedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	n, err := w.b.Write(p)
-	s := w.b.String()
-	w.mu.Unlock()
-	if w.onWrite != nil {
-		w.onWrite(s)
-	}
-	return n, err
-}
-
-func (w *watchedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // demoArgs are small sizes and a fast timeline.
-var demoArgs = []string{"demo", "--tasks", "4", "--stateless", "2", "--members", "2", "--rate", "100",
+var demoArgs = []string{"--tasks", "4", "--stateless", "2", "--members", "2", "--rate", "100",
 	"--history", "500", "--value-size", "64", "--hold", "200ms", "--timeout", "1m"}
 
 var dataDirLine = regexp.MustCompile(`data in (\S+)`)
@@ -52,11 +29,11 @@ func TestDemo(t *testing.T) {
 		t.Skip("runs a group of agents")
 	}
 	before := runtime.NumGoroutine()
-	var out watchedBuffer
-	e := &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+	var out watchbuf.Buffer
+	e := Env{Stdout: &out, Getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := run(ctx, demoArgs, e); err != nil {
+	if err := Run(ctx, demoArgs, e); err != nil {
 		t.Fatalf("handoff demo: %v\n%s", err, out.String())
 	}
 	got := out.String()
@@ -91,13 +68,13 @@ func TestDemoInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var once sync.Once
-	out := &watchedBuffer{onWrite: func(s string) {
+	out := &watchbuf.Buffer{OnWrite: func(s string) {
 		if strings.Contains(s, "m3 started") {
 			once.Do(cancel)
 		}
 	}}
-	e := &env{stdout: out, stderr: out, getenv: func(string) string { return "" }}
-	if err := run(ctx, demoArgs, e); err != nil {
+	e := Env{Stdout: out, Getenv: func(string) string { return "" }}
+	if err := Run(ctx, demoArgs, e); err != nil {
 		t.Fatalf("interrupted demo = %v, want nil\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "interrupted") {
@@ -135,11 +112,11 @@ func TestParseDemo(t *testing.T) {
 		args    []string
 		env     string
 		wantErr bool
-		check   func(demoSettings) bool
+		check   func(settings) bool
 	}{
-		{name: "defaults", check: func(s demoSettings) bool { return s.tasks == 12 && s.members == 3 && s.handover == "eager" }},
-		{name: "stable", args: []string{"--handover", "stable"}, check: func(s demoSettings) bool { return s.handover == "stable" }},
-		{name: "NO_COLOR", env: "1", check: func(s demoSettings) bool { return s.noColor }},
+		{name: "defaults", check: func(s settings) bool { return s.tasks == 12 && s.members == 3 && s.handover == "eager" }},
+		{name: "stable", args: []string{"--handover", "stable"}, check: func(s settings) bool { return s.handover == "stable" }},
+		{name: "NO_COLOR", env: "1", check: func(s settings) bool { return s.noColor }},
 		{name: "unknown mode", args: []string{"--handover", "cold"}, wantErr: true},
 		{name: "one member", args: []string{"--members", "1"}, wantErr: true},
 		{name: "no tasks", args: []string{"--tasks", "0"}, wantErr: true},
@@ -148,12 +125,12 @@ func TestParseDemo(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			s, err := parseDemo(tt.args, &out, func(string) string { return tt.env })
+			s, err := parse(tt.args, &out, func(string) string { return tt.env })
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseDemo(%q) error = %v, want error %v", tt.args, err, tt.wantErr)
+				t.Fatalf("parse(%q) error = %v, want error %v", tt.args, err, tt.wantErr)
 			}
 			if err == nil && tt.check != nil && !tt.check(s) {
-				t.Errorf("parseDemo(%q) = %+v", tt.args, s)
+				t.Errorf("parse(%q) = %+v", tt.args, s)
 			}
 		})
 	}

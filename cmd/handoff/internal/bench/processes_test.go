@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -22,16 +22,16 @@ func TestBenchProcesses(t *testing.T) {
 	for _, sc := range []struct{ scenario, from, to string }{{"scale-up", "2", "3"}, {"scale-down", "3", "2"}} {
 		t.Run(sc.scenario, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			e := &env{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}
+			e := Env{Stdout: &out, Stderr: &errOut}
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
-			args := []string{"bench", "--processes", "--scenario", sc.scenario, "--from", sc.from, "--to", sc.to, "--tasks", "6",
+			args := []string{"--processes", "--scenario", sc.scenario, "--from", sc.from, "--to", sc.to, "--tasks", "6",
 				"--stateless-share", "0", "--keys", "300", "--value-size", "32", "--rate", "100", "--warmup", "300ms",
 				"--hold", "200ms", "--modes", "eager", "--json"}
-			if err := run(ctx, args, e); err != nil {
+			if err := Run(ctx, args, e); err != nil {
 				t.Fatalf("handoff bench --processes: %v\nstderr:\n%s", err, errOut.String())
 			}
-			var res benchResults
+			var res Results
 			if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 				t.Fatalf("--json output does not decode: %v\n%s", err, out.String())
 			}
@@ -45,7 +45,7 @@ func TestBenchProcesses(t *testing.T) {
 
 // checkBreakdown checks that a run is exact and balanced and that its
 // breakdown found every planned stateful move's steps, in causal order.
-func checkBreakdown(t *testing.T, r benchRun) {
+func checkBreakdown(t *testing.T, r modeRun) {
 	t.Helper()
 	if r.Error != "" || !r.Exact || !r.Balanced {
 		t.Fatalf("error %q, exact %v (%s), balanced %v; want a clean, exact, balanced run", r.Error, r.Exact, r.Check, r.Balanced)

@@ -1,18 +1,19 @@
-package main
+package demo
 
 import (
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/handoffhq/handoff/cmd/handoff/internal/bench"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
-// demoReport is what the demo's report says. Its figures cover the run from
-// the scale-up on (see demo.run).
-type demoReport struct {
-	settings           demoSettings
+// report is what the demo's report says. Its figures cover the run from
+// the scale-up on (see runner.run).
+type report struct {
+	settings           settings
 	elapsed            time.Duration
 	pauses             []lab.Pause
 	replays            []lab.Replay
@@ -22,9 +23,9 @@ type demoReport struct {
 	check              lab.CheckResult
 }
 
-// writeDemoReport prints the report: moves, pauses, what learners
+// writeReport prints the report: moves, pauses, what learners
 // replayed, generations and the exact-count check.
-func writeDemoReport(w io.Writer, r demoReport) {
+func writeReport(w io.Writer, r report) {
 	var all []time.Duration
 	stateful, stateless := 0, 0
 	for _, p := range r.pauses {
@@ -35,7 +36,7 @@ func writeDemoReport(w io.Writer, r demoReport) {
 			stateless++
 		}
 	}
-	var learned, activated replayTotals
+	var learned, activated bench.ReplayTotals
 	for _, rp := range r.replays {
 		t := &learned
 		if rp.Role == httpapi.RoleActive {
@@ -46,15 +47,15 @@ func writeDemoReport(w io.Writer, r demoReport) {
 		t.Records += rp.Records
 		t.Bytes += rp.Bytes
 	}
-	st := pauseStatsOf(all)
+	st := bench.PauseStatsOf(all)
 	fmt.Fprintf(w, "Report (%s mode, %s in all; from the scale-up on)\n", r.settings.handover, r.elapsed.Round(100*time.Millisecond))
 	fmt.Fprintf(w, "  moves          %d hand-offs: %d stateful, %d stateless\n", len(r.pauses), stateful, stateless)
 	if st.Count > 0 {
 		fmt.Fprintf(w, "  pauses         p50 %s · p99 %s · max %s  (next owner's worker start − previous owner's release)\n",
-			benchMSCell(st.P50), benchMSCell(st.P99), benchMSCell(st.Max))
+			bench.Millis(st.P50), bench.Millis(st.P99), bench.Millis(st.Max))
 	}
 	fmt.Fprintf(w, "  learners       replayed %s records (%s) in %d changelog messages over %d restores; %.2f learner-seconds\n",
-		benchCount(float64(learned.Records)), benchBytes(float64(learned.Bytes)), learned.Messages, learned.Runs, r.learnerSeconds)
+		bench.Count(float64(learned.Records)), bench.Bytes(float64(learned.Bytes)), learned.Messages, learned.Runs, r.learnerSeconds)
 	fmt.Fprintf(w, "  activations    replayed %.0f changelog messages (a planned move finds its learner current: nothing to replay)\n", r.activationReplayed)
 	fmt.Fprintf(w, "  generations    %d → %d\n", r.genFrom, r.genTo)
 	verdict := r.check.Summary()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -32,11 +32,11 @@ const (
 
 // commitResults is what the commit scenario measured.
 type commitResults struct {
-	Settings benchSettings `json:"settings"`
-	Started  time.Time     `json:"started"`
-	Load     [2]float64    `json:"loadAverage"`
-	Runs     []commitRun   `json:"runs"`
-	Error    string        `json:"error,omitempty"`
+	Settings Settings    `json:"settings"`
+	Started  time.Time   `json:"started"`
+	Load     [2]float64  `json:"loadAverage"`
+	Runs     []commitRun `json:"runs"`
+	Error    string      `json:"error,omitempty"`
 }
 
 // commitRun is one level of parallelism: Tasks workers, each committing
@@ -48,7 +48,7 @@ type commitRun struct {
 	Seconds       float64    `json:"seconds"`
 	RecordsPerSec float64    `json:"recordsPerSec"`
 	CommitsPerSec float64    `json:"commitsPerSec"`
-	Latency       pauseStats `json:"latency"` // per commit, ms
+	Latency       PauseStats `json:"latency"` // per commit, ms
 	Refused       int        `json:"refused"`
 	FirstRefusal  string     `json:"firstRefusal,omitempty"`
 	// CPUPerCommitUS is the CPU time each process spent per commit, in
@@ -60,14 +60,14 @@ type commitRun struct {
 	CeilingRecordsPerSec float64 `json:"ceilingRecordsPerSec,omitempty"`
 }
 
-// runBenchCommit starts one member (agent and worker, with no input: the
+// runCommit starts one member (agent and worker, with no input: the
 // worker stays idle), then commits from this process through the member's
 // HTTP API, as a worker would, at each level of --commit-tasks.
-func runBenchCommit(ctx context.Context, s benchSettings, procs *lab.Processes, e *env) error {
+func runCommit(ctx context.Context, s Settings, procs *lab.Processes, e Env) error {
 	res := commitResults{Settings: s, Started: time.Now().UTC()}
-	res.Load[0] = benchLoadAverage()
-	err := benchCommit(ctx, s, procs, &res)
-	res.Load[1] = benchLoadAverage()
+	res.Load[0] = loadAverage()
+	err := measureCommits(ctx, s, procs, &res)
+	res.Load[1] = loadAverage()
 	if err != nil {
 		res.Error = err.Error()
 	}
@@ -81,9 +81,9 @@ func runBenchCommit(ctx context.Context, s benchSettings, procs *lab.Processes, 
 	}
 	var werr error
 	if s.JSON {
-		werr = writeJSON(e.stdout, res)
+		werr = writeJSON(e.Stdout, res)
 	} else {
-		werr = writeCommitTable(e.stdout, res)
+		werr = writeCommitTable(e.Stdout, res)
 	}
 	if err != nil {
 		return err
@@ -91,12 +91,12 @@ func runBenchCommit(ctx context.Context, s benchSettings, procs *lab.Processes, 
 	return werr
 }
 
-func benchCommit(ctx context.Context, s benchSettings, procs *lab.Processes, res *commitResults) (err error) {
+func measureCommits(ctx context.Context, s Settings, procs *lab.Processes, res *commitResults) (err error) {
 	most := slices.Max(s.CommitTasks)
 	cfg := assign.DefaultConfig()
 	cfg.Stateful = []string{fmt.Sprintf("orders-0..%d", most-1)}
 	l, err := lab.Open(ctx, lab.Options{Group: "bench-commit", NATSURL: s.NATS, Config: cfg, Keep: s.Keep,
-		SampleEvery: s.Sample, Seed: s.Seed, AgentLevel: benchAgentLevel(s), Processes: procs})
+		SampleEvery: s.Sample, Seed: s.Seed, AgentLevel: agentLevel(s), Processes: procs})
 	if err != nil {
 		return err
 	}
@@ -105,11 +105,11 @@ func benchCommit(ctx context.Context, s benchSettings, procs *lab.Processes, res
 			err = cerr
 		}
 	}()
-	ms, err := l.AddMembers(ctx, benchMemberID(1))
+	ms, err := l.AddMembers(ctx, MemberID(1))
 	if err != nil {
 		return err
 	}
-	if _, err := l.WaitSteady(ctx, s.Hold, ownedBy([]string{benchMemberID(1)})); err != nil {
+	if _, err := l.WaitSteady(ctx, s.Hold, OwnedBy([]string{MemberID(1)})); err != nil {
 		return fmt.Errorf("tasks active: %w", err)
 	}
 	cl := client.New("http://" + ms[0].Addr())
@@ -211,7 +211,7 @@ func commitLoad(ctx context.Context, cl *client.Client, n int, epochs map[string
 	run.Records = run.Commits * len(puts)
 	run.RecordsPerSec = float64(run.Records) / run.Seconds
 	run.CommitsPerSec = float64(run.Commits) / run.Seconds
-	run.Latency = pauseStatsOf(lats)
+	run.Latency = PauseStatsOf(lats)
 	return run
 }
 
@@ -229,8 +229,8 @@ func writeCommitTable(w io.Writer, r commitResults) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tasks in parallel\trecords/s\tcommits/s\tlatency p50 / p99 / max\trefused\tCPU per commit\tceiling at that cost\t")
 	for _, run := range r.Runs {
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.2f / %.2f / %.2f ms\t%d\t%s\t%s rec/s\t\n", run.Tasks, benchCount(run.RecordsPerSec), run.CommitsPerSec,
-			run.Latency.P50, run.Latency.P99, run.Latency.Max, run.Refused, cpuCell(run.CPUPerCommitUS), benchCount(run.CeilingRecordsPerSec))
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.2f / %.2f / %.2f ms\t%d\t%s\t%s rec/s\t\n", run.Tasks, Count(run.RecordsPerSec), run.CommitsPerSec,
+			run.Latency.P50, run.Latency.P99, run.Latency.Max, run.Refused, cpuCell(run.CPUPerCommitUS), Count(run.CeilingRecordsPerSec))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -246,7 +246,7 @@ func writeCommitTable(w io.Writer, r commitResults) error {
 			verdict = "✓"
 		}
 		fmt.Fprintf(w, "  commit through HTTP, %d task(s): %s records/s at p99 %.2f ms  %s target ≥ 200k records/s at p99 ≤ 2 ms\n",
-			run.Tasks, benchCount(run.RecordsPerSec), run.Latency.P99, verdict)
+			run.Tasks, Count(run.RecordsPerSec), run.Latency.P99, verdict)
 	}
 	return nil
 }

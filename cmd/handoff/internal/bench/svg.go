@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -36,7 +36,7 @@ const (
 // task over time; red where the task was paused (no worker ran it); the
 // scenario's events and the moment of balance as vertical lines; and the
 // input committed per second underneath.
-func writeTimelineSVG(w io.Writer, s benchSettings, run benchRun, tl *benchTimeline) error {
+func writeTimelineSVG(w io.Writer, s Settings, run modeRun, tl *timeline) error {
 	bw := bufio.NewWriter(w)
 	lanes := max(len(tl.Members), 1)
 	rowH := lanes*(svgLaneH+svgLaneGp) + svgRowGap
@@ -69,8 +69,8 @@ func writeTimelineSVG(w io.Writer, s benchSettings, run benchRun, tl *benchTimel
 		scenarioTitle(s), run.Mode, s.stateful(), s.stateless(), s.Keys, s.ValueSize, s.Rate)
 	p(`<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", svgLeft, esc(title))
 	p(`<text x="%d" y="38" fill="#555">time to balanced %s · %d generations · stateful pause p50 %s, p99 %s · lanes in each row: %s (top to bottom)</text>`+"\n",
-		svgLeft, benchSeconds(run.TimeToBalancedMS), run.Generations, benchMSCell(run.Pauses.PlannedStateful.P50),
-		benchMSCell(run.Pauses.PlannedStateful.P99), esc(joinIDs(tl.Members)))
+		svgLeft, seconds(run.TimeToBalancedMS), run.Generations, Millis(run.Pauses.PlannedStateful.P50),
+		Millis(run.Pauses.PlannedStateful.P99), esc(joinIDs(tl.Members)))
 
 	// Time axis: ticks relative to the event.
 	step := niceStep(span)
@@ -143,7 +143,7 @@ func writeTimelineSVG(w io.Writer, s benchSettings, run benchRun, tl *benchTimel
 	if run.Balanced {
 		xx := x(tl.Balanced)
 		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#2e7d32" stroke-width="2"/>`+"\n", xx, svgTop-6, xx, svgTop+rowsH)
-		p(`<text x="%.1f" y="%d" fill="#2e7d32" font-weight="bold">balanced +%s</text>`+"\n", xx+3, svgTop+rowsH+26, benchSeconds(run.TimeToBalancedMS))
+		p(`<text x="%.1f" y="%d" fill="#2e7d32" font-weight="bold">balanced +%s</text>`+"\n", xx+3, svgTop+rowsH+26, seconds(run.TimeToBalancedMS))
 	}
 
 	// Committed input per second.
@@ -152,7 +152,7 @@ func writeTimelineSVG(w io.Writer, s benchSettings, run benchRun, tl *benchTimel
 		peak = math.Max(peak, v)
 	}
 	p(`<text x="%d" y="%d" text-anchor="end" fill="#555">committed</text>`+"\n", svgLeft-6, sparkTop+svgSparkH/2)
-	p(`<text x="%d" y="%d" text-anchor="end" fill="#555">%s/s</text>`+"\n", svgLeft-6, sparkTop+svgSparkH/2+12, benchCount(peak))
+	p(`<text x="%d" y="%d" text-anchor="end" fill="#555">%s/s</text>`+"\n", svgLeft-6, sparkTop+svgSparkH/2+12, Count(peak))
 	p(`<rect x="%d" y="%d" width="%.0f" height="%d" fill="none" stroke="#e0e0e0"/>`+"\n", svgLeft, sparkTop, plotW, svgSparkH)
 	p(`<polyline fill="none" stroke="#455a64" stroke-width="1.5" points="`)
 	for i, v := range tl.Committed {

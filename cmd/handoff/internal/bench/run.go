@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -24,9 +24,9 @@ import (
 // replays while the task waits.
 const coldSimLag = 1 << 62
 
-// benchConfig is the group config of a mode's run, or an error saying why
+// modeConfig is the group config of a mode's run, or an error saying why
 // the mode is unavailable.
-func benchConfig(s benchSettings, mode string) (assign.Config, error) {
+func modeConfig(s Settings, mode string) (assign.Config, error) {
 	cfg := assign.DefaultConfig()
 	cfg.Stateful = []string{fmt.Sprintf("orders-0..%d", s.stateful()-1)}
 	if n := s.stateless(); n > 0 {
@@ -52,10 +52,10 @@ func benchConfig(s benchSettings, mode string) (assign.Config, error) {
 	return cfg, nil
 }
 
-// benchMode runs the scenario in one mode on a fresh lab.
-func benchMode(ctx context.Context, s benchSettings, mode string, procs *lab.Processes, prog *benchProgress) (benchRun, *benchTimeline) {
-	run := benchRun{Mode: mode}
-	cfg, err := benchConfig(s, mode)
+// runMode runs the scenario in one mode on a fresh lab.
+func runMode(ctx context.Context, s Settings, mode string, procs *lab.Processes, prog *progress) (modeRun, *timeline) {
+	run := modeRun{Mode: mode}
+	cfg, err := modeConfig(s, mode)
 	if err != nil {
 		run.Unavailable = err.Error()
 		prog.note("%s: unavailable: %v", mode, err)
@@ -64,7 +64,7 @@ func benchMode(ctx context.Context, s benchSettings, mode string, procs *lab.Pro
 	run.Available = true
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	tl, err := benchExecute(ctx, s, cfg, &run, procs, prog)
+	tl, err := execute(ctx, s, cfg, &run, procs, prog)
 	if err != nil {
 		run.Error = err.Error()
 		prog.note("%s: %v", mode, err)
@@ -72,16 +72,16 @@ func benchMode(ctx context.Context, s benchSettings, mode string, procs *lab.Pro
 	return run, tl
 }
 
-// benchExecute opens the lab, runs the scenario and measures it.
-func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *benchRun, procs *lab.Processes, prog *benchProgress) (_ *benchTimeline, err error) {
-	run.Load[0] = benchLoadAverage()
+// execute opens the lab, runs the scenario and measures it.
+func execute(ctx context.Context, s Settings, cfg assign.Config, run *modeRun, procs *lab.Processes, prog *progress) (_ *timeline, err error) {
+	run.Load[0] = loadAverage()
 	run.Group = "bench-" + run.Mode
 	if s.NATS != "" {
-		run.Group += "-" + benchGroupSuffix()
+		run.Group += "-" + groupSuffix()
 	}
 	l, err := lab.Open(ctx, lab.Options{
 		Group: run.Group, NATSURL: s.NATS, Config: cfg, Keep: s.Keep, SampleEvery: s.Sample,
-		Seed: s.Seed, AgentLevel: benchAgentLevel(s), Processes: procs, MaxDelay: s.WorkerMaxDelay,
+		Seed: s.Seed, AgentLevel: agentLevel(s), Processes: procs, MaxDelay: s.WorkerMaxDelay,
 	})
 	if err != nil {
 		return nil, err
@@ -121,11 +121,11 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	// restore pulls up to 16 MB ahead, and one member restoring every task
 	// at once can exceed what the server buffers for a client (64 MB):
 	// it is cut off as a slow consumer, again and again.
-	ids := benchMemberIDs(1, s.From)
+	ids := MemberIDs(1, s.From)
 	if err := startMembers(ctx, l, ids); err != nil {
 		return nil, err
 	}
-	if _, err := l.WaitSteady(ctx, s.Hold, ownedBy(ids)); err != nil {
+	if _, err := l.WaitSteady(ctx, s.Hold, OwnedBy(ids)); err != nil {
 		return nil, fmt.Errorf("initial balance: %w", err)
 	}
 	prog.phase("warming up", 0.35)
@@ -136,11 +136,11 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	activationBefore := l.ActivationReplayed()
 	prog.phase(scenarioTitle(s), 0.45)
 	event := rec.Mark(scenarioTitle(s))
-	if err := benchScenario(ctx, s, l, prog); err != nil {
+	if err := runScenario(ctx, s, l, prog); err != nil {
 		return nil, err
 	}
 	end := time.Now()
-	run.Load[1] = benchLoadAverage()
+	run.Load[1] = loadAverage()
 	steady, ok := rec.Balanced(event)
 	run.Balanced = ok
 	balanced := steady.At
@@ -150,7 +150,7 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	run.TimeToBalancedMS = durMS(balanced.Sub(event))
 	run.Generations = steady.Generation - rec.GenerationAt(event)
 	if s.Scenario == scenarioScaleUp {
-		run.NewcomerTasks = newcomerTasks(rec.Snapshot(), benchMemberIDs(s.From+1, s.To))
+		run.NewcomerTasks = newcomerTasks(rec.Snapshot(), MemberIDs(s.From+1, s.To))
 	}
 	run.ActivationReplayedMetric = l.ActivationReplayed() - activationBefore
 
@@ -168,8 +168,8 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 	run.Exact, run.Check = check.Exact, check.Summary()
 
 	pauses := rec.Pauses(event)
-	benchPauses(run, pauses, event)
-	run.Breakdown = benchBreakdown(l.Handoffs(pauses))
+	fillPauses(run, pauses, event)
+	run.Breakdown = breakdown(l.Handoffs(pauses))
 	run.LearnerSeconds = rec.RoleSeconds(lab.RoleLearner, event, balanced)
 	run.RestoringSeconds = rec.RoleSeconds(lab.RoleRestoring, event, balanced)
 	var learnerRates []float64
@@ -188,15 +188,15 @@ func benchExecute(ctx context.Context, s benchSettings, cfg assign.Config, run *
 			}
 		}
 	}
-	run.LearnerRestoreRate = benchMedian(learnerRates)
+	run.LearnerRestoreRate = median(learnerRates)
 	before, _ := rec.Throughput(event.Add(-s.Warmup), event, 250*time.Millisecond)
-	during, worst := rec.Throughput(event, benchMaxTime(balanced, event.Add(250*time.Millisecond)), 250*time.Millisecond)
+	during, worst := rec.Throughput(event, maxTime(balanced, event.Add(250*time.Millisecond)), 250*time.Millisecond)
 	run.Throughput = throughputJSON{Before: before, During: during, Worst: worst}
 	if before > 0 {
 		run.Throughput.DipPercent = max(0, 100*(1-worst/before))
 	}
 
-	tl := &benchTimeline{
+	tl := &timeline{
 		From: event.Add(-time.Second), To: end, Event: event, Balanced: balanced,
 		Tasks: tasks, Spans: rec.Spans(end), Marks: rec.Marks(), Pauses: pauses, Bucket: 250 * time.Millisecond,
 	}
@@ -216,19 +216,19 @@ func startMembers(ctx context.Context, l *lab.Lab, ids []string) error {
 	return err
 }
 
-// benchScenario performs the scenario's event and waits until the group
+// runScenario performs the scenario's event and waits until the group
 // has settled after it.
-func benchScenario(ctx context.Context, s benchSettings, l *lab.Lab, prog *benchProgress) error {
+func runScenario(ctx context.Context, s Settings, l *lab.Lab, prog *progress) error {
 	switch s.Scenario {
 	case scenarioScaleUp:
-		if err := startMembers(ctx, l, benchMemberIDs(s.From+1, s.To)); err != nil {
+		if err := startMembers(ctx, l, MemberIDs(s.From+1, s.To)); err != nil {
 			return err
 		}
 		prog.phase("waiting for balance", 0.55)
-		_, err := l.WaitSteady(ctx, s.Hold, ownedBy(benchMemberIDs(1, s.To)))
+		_, err := l.WaitSteady(ctx, s.Hold, OwnedBy(MemberIDs(1, s.To)))
 		return err
 	case scenarioScaleDown:
-		leaving := benchMemberIDs(s.To+1, s.From)
+		leaving := MemberIDs(s.To+1, s.From)
 		for _, id := range leaving {
 			if err := l.Leave(ctx, id); err != nil {
 				return err
@@ -240,12 +240,12 @@ func benchScenario(ctx context.Context, s benchSettings, l *lab.Lab, prog *bench
 				return err
 			}
 		}
-		_, err := l.WaitSteady(ctx, s.Hold, ownedBy(benchMemberIDs(1, s.To)))
+		_, err := l.WaitSteady(ctx, s.Hold, OwnedBy(MemberIDs(1, s.To)))
 		return err
 	case scenarioCrash:
 		// The newest member that does not lead: a leader's crash would
 		// add an election to the failover.
-		all := benchMemberIDs(1, s.From)
+		all := MemberIDs(1, s.From)
 		victim := all[len(all)-1]
 		if leader := l.Recorder().Snapshot().Leader; victim == leader {
 			victim = all[len(all)-2]
@@ -260,10 +260,10 @@ func benchScenario(ctx context.Context, s benchSettings, l *lab.Lab, prog *bench
 				rest = append(rest, id)
 			}
 		}
-		_, err := l.WaitSteady(ctx, s.Hold, ownedBy(rest))
+		_, err := l.WaitSteady(ctx, s.Hold, OwnedBy(rest))
 		return err
 	case scenarioRolling:
-		all := benchMemberIDs(1, s.From)
+		all := MemberIDs(1, s.From)
 		for i, id := range all {
 			prog.phase(fmt.Sprintf("restarting %s (%d of %d)", id, i+1, len(all)), 0.45+0.45*float64(i)/float64(len(all)))
 			if err := l.Leave(ctx, id); err != nil {
@@ -275,7 +275,7 @@ func benchScenario(ctx context.Context, s benchSettings, l *lab.Lab, prog *bench
 			if err := l.Restart(ctx, id); err != nil {
 				return err
 			}
-			if _, err := l.WaitSteady(ctx, s.Hold, ownedBy(all)); err != nil {
+			if _, err := l.WaitSteady(ctx, s.Hold, OwnedBy(all)); err != nil {
 				return err
 			}
 		}
@@ -284,10 +284,10 @@ func benchScenario(ctx context.Context, s benchSettings, l *lab.Lab, prog *bench
 	return fmt.Errorf("unknown scenario %q", s.Scenario)
 }
 
-// ownedBy holds when no task is owned outside members and, when there are
+// OwnedBy holds when no task is owned outside members and, when there are
 // enough stateful tasks for it, every member owns one: the assignor
 // balances stateful and stateless tasks separately.
-func ownedBy(members []string) func(lab.Snapshot) bool {
+func OwnedBy(members []string) func(lab.Snapshot) bool {
 	want := map[string]bool{}
 	for _, m := range members {
 		want[m] = true
@@ -308,13 +308,14 @@ func ownedBy(members []string) func(lab.Snapshot) bool {
 	}
 }
 
-func benchMemberID(i int) string { return "m" + strconv.Itoa(i) }
+// MemberID is the i-th member's ID: m<i>.
+func MemberID(i int) string { return "m" + strconv.Itoa(i) }
 
-// memberIDs returns m<from> ... m<to>.
-func benchMemberIDs(from, to int) []string {
+// MemberIDs returns m<from> ... m<to>, the bench's and the demo's member IDs.
+func MemberIDs(from, to int) []string {
 	var out []string
 	for i := from; i <= to; i++ {
-		out = append(out, benchMemberID(i))
+		out = append(out, MemberID(i))
 	}
 	return out
 }
@@ -328,7 +329,7 @@ func firstStateful(tasks []assign.Task) string {
 	return ""
 }
 
-func scenarioTitle(s benchSettings) string {
+func scenarioTitle(s Settings) string {
 	switch s.Scenario {
 	case scenarioScaleUp, scenarioScaleDown:
 		return fmt.Sprintf("%s %d→%d", s.Scenario, s.From, s.To)
@@ -338,9 +339,9 @@ func scenarioTitle(s benchSettings) string {
 	return fmt.Sprintf("rolling restart of %d members", s.From)
 }
 
-// benchLoadAverage is the machine's 1-minute load average (0 where unknown):
+// loadAverage is the machine's 1-minute load average (0 where unknown):
 // other processes on the machine slow every figure down.
-func benchLoadAverage() float64 {
+func loadAverage() float64 {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return 0
@@ -353,13 +354,13 @@ func benchLoadAverage() float64 {
 	return v
 }
 
-func benchGroupSuffix() string {
+func groupSuffix() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
 
-func benchMaxTime(a, b time.Time) time.Time {
+func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
@@ -381,8 +382,8 @@ func newcomerTasks(snap lab.Snapshot, newcomers []string) int {
 	return most
 }
 
-// benchAgentLevel is the agents' log level (checked by parseBench).
-func benchAgentLevel(s benchSettings) zerolog.Level {
+// agentLevel is the agents' log level (checked by parse).
+func agentLevel(s Settings) zerolog.Level {
 	l, err := zerolog.ParseLevel(s.AgentLevel)
 	if err != nil {
 		return zerolog.InfoLevel

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -8,16 +8,16 @@ import (
 	"time"
 )
 
-// benchResults is everything one bench run found.
-type benchResults struct {
-	Settings benchSettings `json:"settings"`
-	Started  time.Time     `json:"started"`
-	Runs     []benchRun    `json:"runs"`
-	Figures  []benchFigure `json:"figures"`
+// Results is everything one bench run found.
+type Results struct {
+	Settings Settings  `json:"settings"`
+	Started  time.Time `json:"started"`
+	Runs     []modeRun `json:"runs"`
+	Figures  []figure  `json:"figures"`
 }
 
-// benchFigure is a headline figure of the run, with its target.
-type benchFigure struct {
+// figure is a headline figure of the run, with its target.
+type figure struct {
 	Name   string `json:"name"`
 	Value  string `json:"value"`
 	Target string `json:"target,omitempty"`
@@ -26,18 +26,18 @@ type benchFigure struct {
 }
 
 // run returns the run of mode, if it was measured.
-func (r benchResults) run(mode string) (benchRun, bool) {
+func (r Results) run(mode string) (modeRun, bool) {
 	for _, run := range r.Runs {
 		if run.Mode == mode && run.Available && run.Error == "" {
 			return run, true
 		}
 	}
-	return benchRun{}, false
+	return modeRun{}, false
 }
 
-// benchFigures computes the headline figures from the runs that have them.
-func benchFigures(r benchResults) []benchFigure {
-	var out []benchFigure
+// figures computes the headline figures from the runs that have them.
+func figures(r Results) []figure {
+	var out []figure
 	met := func(ok bool) *bool { return &ok }
 	where := "in one process"
 	if r.Settings.Processes {
@@ -49,7 +49,7 @@ func benchFigures(r benchResults) []benchFigure {
 			continue
 		}
 		p := run.Pauses.PlannedStateful
-		out = append(out, benchFigure{
+		out = append(out, figure{
 			Name:   fmt.Sprintf("planned-move pause, release → new owner's worker starts (%s, %s)", mode, where),
 			Value:  fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (max %.1f ms, %d moves)", p.P50, p.P99, p.Max, p.Count),
 			Target: "p50 ≤ 5 ms, p99 ≤ 15 ms", Met: met(p.P50 <= 5 && p.P99 <= 15),
@@ -57,7 +57,7 @@ func benchFigures(r benchResults) []benchFigure {
 		if b := run.Breakdown; b != nil {
 			c := b.Steps[len(b.Steps)-1].SinceRelease
 			if c.Count > 0 {
-				out = append(out, benchFigure{
+				out = append(out, figure{
 					Name:   fmt.Sprintf("release → new owner's first accepted commit (%s, %s)", mode, where),
 					Value:  fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (max %.1f ms, %d moves)", c.P50, c.P99, c.Max, c.Count),
 					Target: "p50 ≤ 5 ms, p99 ≤ 15 ms", Met: met(c.P50 <= 5 && c.P99 <= 15),
@@ -76,7 +76,7 @@ func benchFigures(r benchResults) []benchFigure {
 	}
 	if warmOK && coldOK && warm.Pauses.PlannedStateful.Count > 0 && cold.Pauses.PlannedStateful.Count > 0 {
 		w, c := warm.Pauses.PlannedStateful, cold.Pauses.PlannedStateful
-		f := benchFigure{
+		f := figure{
 			Name:   fmt.Sprintf("warm/cold pause ratio (%s vs %s, p50)", warm.Mode, cold.Mode),
 			Value:  fmt.Sprintf("%.2f%% (%.1f ms vs %.0f ms; p99 %.2f%%)", 100*w.P50/c.P50, w.P50, c.P50, 100*w.P99/c.P99),
 			Target: "≤ 1%", Met: met(w.P50/c.P50 <= 0.01),
@@ -86,16 +86,16 @@ func benchFigures(r benchResults) []benchFigure {
 		}
 		out = append(out, f)
 	} else if warmOK {
-		out = append(out, benchFigure{Name: "warm/cold pause ratio", Value: "not measured",
+		out = append(out, figure{Name: "warm/cold pause ratio", Value: "not measured",
 			Note: "no cold or cold-sim run with planned stateful moves"})
 	}
 	eager, eok := r.run(modeEager)
 	stable, sok := r.run(modeStable)
 	if eok && sok {
-		out = append(out, benchFigure{
+		out = append(out, figure{
 			Name: "eager vs stable",
 			Value: fmt.Sprintf("time to balanced %s vs %s; generations %d vs %d; learner-seconds %.2f vs %.2f",
-				benchSeconds(eager.TimeToBalancedMS), benchSeconds(stable.TimeToBalancedMS), eager.Generations, stable.Generations,
+				seconds(eager.TimeToBalancedMS), seconds(stable.TimeToBalancedMS), eager.Generations, stable.Generations,
 				eager.LearnerSeconds, stable.LearnerSeconds),
 		})
 	}
@@ -107,10 +107,10 @@ func benchFigures(r benchResults) []benchFigure {
 			}
 			inRow := float64(run.NewcomerTasks) * run.Restore.TookMS
 			ratio := run.TimeToBalancedMS / inRow
-			out = append(out, benchFigure{
+			out = append(out, figure{
 				Name: "scale-up time to balanced / the newcomer's restores one after another (" + mode + ")",
-				Value: fmt.Sprintf("%.2f× (%s / %d × %s; %.1f× one restore)", ratio, benchSeconds(run.TimeToBalancedMS),
-					run.NewcomerTasks, benchSeconds(run.Restore.TookMS), run.TimeToBalancedMS/run.Restore.TookMS),
+				Value: fmt.Sprintf("%.2f× (%s / %d × %s; %.1f× one restore)", ratio, seconds(run.TimeToBalancedMS),
+					run.NewcomerTasks, seconds(run.Restore.TookMS), run.TimeToBalancedMS/run.Restore.TookMS),
 				Target: "≤ 1.5×", Met: met(ratio <= 1.5),
 				Note: "every stateful task holds the same history; the reference restore is measured alone, before the members start",
 			})
@@ -119,8 +119,8 @@ func benchFigures(r benchResults) []benchFigure {
 	return out
 }
 
-// writeBenchTable writes the results for people.
-func writeBenchTable(w io.Writer, r benchResults) error {
+// writeTable writes the results for people.
+func writeTable(w io.Writer, r Results) error {
 	s := r.Settings
 	layout := "in one process (agents, workers and NATS share it)"
 	if s.Processes {
@@ -132,7 +132,7 @@ func writeBenchTable(w io.Writer, r benchResults) error {
 	fmt.Fprintf(w, "started %s · session timeout %s · sampled every %s · seed %d\n\n", r.Started.Format(time.RFC3339), s.Session, s.Sample, s.Seed)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row := func(name string, cell func(benchRun) string) {
+	row := func(name string, cell func(modeRun) string) {
 		cells := []string{name}
 		for _, run := range r.Runs {
 			if !run.Available || run.Error != "" {
@@ -158,46 +158,46 @@ func writeBenchTable(w io.Writer, r benchResults) error {
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
 	fmt.Fprintln(tw, strings.Join(status, "\t")+"\t")
-	row("counts", func(run benchRun) string {
+	row("counts", func(run modeRun) string {
 		if run.Exact {
 			return "exact"
 		}
 		return "NOT EXACT"
 	})
-	row("time to balanced", func(run benchRun) string {
+	row("time to balanced", func(run modeRun) string {
 		if !run.Balanced {
 			return "not balanced"
 		}
-		return benchSeconds(run.TimeToBalancedMS)
+		return seconds(run.TimeToBalancedMS)
 	})
-	row("generations", func(run benchRun) string { return fmt.Sprint(run.Generations) })
-	row("moves: stateful / stateless / failover", func(run benchRun) string {
+	row("generations", func(run modeRun) string { return fmt.Sprint(run.Generations) })
+	row("moves: stateful / stateless / failover", func(run modeRun) string {
 		return fmt.Sprintf("%d / %d / %d", run.Pauses.PlannedStateful.Count, run.Pauses.PlannedStateless.Count, run.Pauses.Failover.Count)
 	})
-	row("stateful pause p50 / p99 / max", func(run benchRun) string { return benchStatsCell(run.Pauses.PlannedStateful) })
-	row("stateless pause p50 / p99 / max", func(run benchRun) string { return benchStatsCell(run.Pauses.PlannedStateless) })
-	row("failover pause p50 / p99 / max", func(run benchRun) string { return benchStatsCell(run.Pauses.Failover) })
-	row("task-seconds unavailable", func(run benchRun) string { return fmt.Sprintf("%.3f", run.TaskSecondsUnavailable) })
-	row("learner-seconds", func(run benchRun) string { return fmt.Sprintf("%.2f", run.LearnerSeconds) })
-	row("restoring-seconds (owner replays)", func(run benchRun) string { return fmt.Sprintf("%.2f", run.RestoringSeconds) })
-	row("replayed by learners", func(run benchRun) string { return benchReplayCell(run.ReplayedByLearners) })
-	row("replayed by activations", func(run benchRun) string { return benchReplayCell(run.ReplayedByActivations) })
-	row("activation replay metric (msgs)", func(run benchRun) string { return fmt.Sprintf("%.0f", run.ActivationReplayedMetric) })
-	row("throughput before → during (msg/s)", func(run benchRun) string {
+	row("stateful pause p50 / p99 / max", func(run modeRun) string { return statsCell(run.Pauses.PlannedStateful) })
+	row("stateless pause p50 / p99 / max", func(run modeRun) string { return statsCell(run.Pauses.PlannedStateless) })
+	row("failover pause p50 / p99 / max", func(run modeRun) string { return statsCell(run.Pauses.Failover) })
+	row("task-seconds unavailable", func(run modeRun) string { return fmt.Sprintf("%.3f", run.TaskSecondsUnavailable) })
+	row("learner-seconds", func(run modeRun) string { return fmt.Sprintf("%.2f", run.LearnerSeconds) })
+	row("restoring-seconds (owner replays)", func(run modeRun) string { return fmt.Sprintf("%.2f", run.RestoringSeconds) })
+	row("replayed by learners", func(run modeRun) string { return replayCell(run.ReplayedByLearners) })
+	row("replayed by activations", func(run modeRun) string { return replayCell(run.ReplayedByActivations) })
+	row("activation replay metric (msgs)", func(run modeRun) string { return fmt.Sprintf("%.0f", run.ActivationReplayedMetric) })
+	row("throughput before → during (msg/s)", func(run modeRun) string {
 		return fmt.Sprintf("%.0f → %.0f", run.Throughput.Before, run.Throughput.During)
 	})
-	row("worst 250 ms window (dip)", func(run benchRun) string {
+	row("worst 250 ms window (dip)", func(run modeRun) string {
 		return fmt.Sprintf("%.0f (-%.0f%%)", run.Throughput.Worst, run.Throughput.DipPercent)
 	})
-	row("reference restore (1 task)", func(run benchRun) string {
-		return fmt.Sprintf("%s: %s rec/s, %s/s", benchSeconds(run.Restore.TookMS), benchCount(run.Restore.RecordsPerS), benchBytes(run.Restore.BytesPerS))
+	row("reference restore (1 task)", func(run modeRun) string {
+		return fmt.Sprintf("%s: %s rec/s, %s/s", seconds(run.Restore.TookMS), Count(run.Restore.RecordsPerS), Bytes(run.Restore.BytesPerS))
 	})
-	row("raw replay ceiling (same task)", func(run benchRun) string {
-		return fmt.Sprintf("%s: %s msg/s, %s/s", benchSeconds(run.Ceiling.TookMS), benchCount(run.Ceiling.MessagesPerS), benchBytes(run.Ceiling.BytesPerS))
+	row("raw replay ceiling (same task)", func(run modeRun) string {
+		return fmt.Sprintf("%s: %s msg/s, %s/s", seconds(run.Ceiling.TookMS), Count(run.Ceiling.MessagesPerS), Bytes(run.Ceiling.BytesPerS))
 	})
-	row("learners' restore rate (median)", func(run benchRun) string { return benchCount(run.LearnerRestoreRate) + " rec/s" })
-	row("load average before / after", func(run benchRun) string { return fmt.Sprintf("%.1f / %.1f", run.Load[0], run.Load[1]) })
-	row("timeline", func(run benchRun) string { return dash(run.Timeline) })
+	row("learners' restore rate (median)", func(run modeRun) string { return Count(run.LearnerRestoreRate) + " rec/s" })
+	row("load average before / after", func(run modeRun) string { return fmt.Sprintf("%.1f / %.1f", run.Load[0], run.Load[1]) })
+	row("timeline", func(run modeRun) string { return dash(run.Timeline) })
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -237,14 +237,16 @@ func writeBenchTable(w io.Writer, r benchResults) error {
 	return nil
 }
 
-func benchStatsCell(p pauseStats) string {
+func statsCell(p PauseStats) string {
 	if p.Count == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%s / %s / %s", benchMSCell(p.P50), benchMSCell(p.P99), benchMSCell(p.Max))
+	return fmt.Sprintf("%s / %s / %s", Millis(p.P50), Millis(p.P99), Millis(p.Max))
 }
 
-func benchMSCell(v float64) string {
+// Millis prints milliseconds for a table cell: to 0.1 ms below 10 ms, to
+// the millisecond below a second, in seconds above.
+func Millis(v float64) string {
 	switch {
 	case v < 10:
 		return fmt.Sprintf("%.1f ms", v)
@@ -254,23 +256,23 @@ func benchMSCell(v float64) string {
 	return fmt.Sprintf("%.2f s", v/1000)
 }
 
-func benchReplayCell(t replayTotals) string {
+func replayCell(t ReplayTotals) string {
 	if t.Messages == 0 {
 		return "0"
 	}
-	return fmt.Sprintf("%s rec, %s", benchCount(float64(t.Records)), benchBytes(float64(t.Bytes)))
+	return fmt.Sprintf("%s rec, %s", Count(float64(t.Records)), Bytes(float64(t.Bytes)))
 }
 
 // seconds prints milliseconds as seconds.
-func benchSeconds(msec float64) string {
+func seconds(msec float64) string {
 	if msec < 1000 {
 		return fmt.Sprintf("%.0f ms", msec)
 	}
 	return fmt.Sprintf("%.2f s", msec/1000)
 }
 
-// count prints a number with a k or M suffix.
-func benchCount(v float64) string {
+// Count prints a number with a k or M suffix.
+func Count(v float64) string {
 	switch {
 	case v >= 1e6:
 		return fmt.Sprintf("%.2fM", v/1e6)
@@ -282,8 +284,8 @@ func benchCount(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
-// bytesIEC prints a byte count in KiB, MiB or GiB.
-func benchBytes(v float64) string {
+// Bytes prints a byte count in KiB, MiB or GiB.
+func Bytes(v float64) string {
 	switch {
 	case v >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", v/(1<<30))
@@ -293,4 +295,12 @@ func benchBytes(v float64) string {
 		return fmt.Sprintf("%.1f KiB", v/(1<<10))
 	}
 	return fmt.Sprintf("%.0f B", v)
+}
+
+// dash shows an empty table cell as -.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -23,16 +23,16 @@ func TestBench(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	e := &env{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}
+	e := Env{Stdout: &out, Stderr: &errOut}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	args := []string{"bench", "--scenario", "scale-up", "--from", "2", "--to", "3", "--tasks", "5", "--stateless-share", "0.2",
+	args := []string{"--scenario", "scale-up", "--from", "2", "--to", "3", "--tasks", "5", "--stateless-share", "0.2",
 		"--keys", "300", "--value-size", "32", "--rate", "100", "--warmup", "300ms", "--hold", "200ms",
 		"--modes", "eager,stable,cold", "--json", "--out", dir}
-	if err := run(ctx, args, e); err != nil {
+	if err := Run(ctx, args, e); err != nil {
 		t.Fatalf("handoff bench: %v\nstderr:\n%s", err, errOut.String())
 	}
-	var res benchResults
+	var res Results
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("--json output does not decode: %v\n%s", err, out.String())
 	}
@@ -152,12 +152,12 @@ func TestParseBench(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := parseBench(tt.args, io.Discard)
+			s, err := parse(tt.args, io.Discard)
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseBench(%q) error = %v, want error %v", tt.args, err, tt.wantErr)
+				t.Fatalf("parse(%q) error = %v, want error %v", tt.args, err, tt.wantErr)
 			}
 			if err == nil && (s.From != tt.from || s.To != tt.to) {
-				t.Errorf("parseBench(%q) = %d→%d, want %d→%d", tt.args, s.From, s.To, tt.from, tt.to)
+				t.Errorf("parse(%q) = %d→%d, want %d→%d", tt.args, s.From, s.To, tt.from, tt.to)
 			}
 		})
 	}
@@ -168,11 +168,11 @@ func TestPauseStatsOf(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		ds = append(ds, time.Duration(i)*time.Millisecond)
 	}
-	st := pauseStatsOf(ds)
+	st := PauseStatsOf(ds)
 	if st.Count != 100 || st.P50 != 50 || st.P99 != 99 || st.Max != 100 || st.Sum != 5050 {
-		t.Errorf("pauseStatsOf(1..100 ms) = %+v, want count 100, p50 50, p99 99, max 100, sum 5050", st)
+		t.Errorf("PauseStatsOf(1..100 ms) = %+v, want count 100, p50 50, p99 99, max 100, sum 5050", st)
 	}
-	if st := pauseStatsOf(nil); st.Count != 0 || st.P99 != 0 {
-		t.Errorf("pauseStatsOf(nil) = %+v, want zero", st)
+	if st := PauseStatsOf(nil); st.Count != 0 || st.P99 != 0 {
+		t.Errorf("PauseStatsOf(nil) = %+v, want zero", st)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -11,9 +11,9 @@ import (
 	"github.com/mattn/go-isatty"
 )
 
-// benchProgress shows how far the bench has come on stderr: a bar redrawn
+// progress shows how far the bench has come on stderr: a bar redrawn
 // in place on a terminal, one line per phase otherwise.
-type benchProgress struct {
+type progress struct {
 	w     io.Writer
 	tty   bool
 	runs  int
@@ -27,8 +27,8 @@ type benchProgress struct {
 	width int // of the last line drawn in place
 }
 
-func newBenchProgress(w io.Writer, runs int) *benchProgress {
-	p := &benchProgress{w: w, runs: runs, start: time.Now()}
+func newProgress(w io.Writer, runs int) *progress {
+	p := &progress{w: w, runs: runs, start: time.Now()}
 	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		p.tty = true
 	}
@@ -36,7 +36,7 @@ func newBenchProgress(w io.Writer, runs int) *benchProgress {
 }
 
 // startRun starts mode's run, the i-th of the bench.
-func (p *benchProgress) startRun(i int, mode string) {
+func (p *progress) startRun(i int, mode string) {
 	p.mu.Lock()
 	p.run, p.mode, p.what, p.frac = i, mode, "starting", 0
 	p.mu.Unlock()
@@ -44,7 +44,7 @@ func (p *benchProgress) startRun(i int, mode string) {
 }
 
 // phase names what the run does now and how far into the run that is (0-1).
-func (p *benchProgress) phase(what string, frac float64) {
+func (p *progress) phase(what string, frac float64) {
 	p.mu.Lock()
 	p.what, p.frac = what, frac
 	p.mu.Unlock()
@@ -52,28 +52,28 @@ func (p *benchProgress) phase(what string, frac float64) {
 }
 
 // note prints a line that stays.
-func (p *benchProgress) note(format string, args ...any) {
+func (p *progress) note(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLocked()
 	fmt.Fprintf(p.w, "bench: "+format+"\n", args...)
 }
 
-func (p *benchProgress) done() {
+func (p *progress) done() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clearLocked()
 	fmt.Fprintf(p.w, "bench: done in %s\n", time.Since(p.start).Round(100*time.Millisecond))
 }
 
-func (p *benchProgress) clearLocked() {
+func (p *progress) clearLocked() {
 	if p.tty && p.width > 0 {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.width))
 		p.width = 0
 	}
 }
 
-func (p *benchProgress) draw() {
+func (p *progress) draw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	total := (float64(p.run) + p.frac) / float64(p.runs)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"slices"
@@ -8,8 +8,8 @@ import (
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
-// benchRun is one mode's run of the scenario.
-type benchRun struct {
+// modeRun is one mode's run of the scenario.
+type modeRun struct {
 	Mode        string `json:"mode"`
 	Available   bool   `json:"available"`
 	Unavailable string `json:"unavailable,omitempty"`
@@ -29,16 +29,16 @@ type benchRun struct {
 	TimeToBalancedMS float64 `json:"timeToBalancedMs"`
 	Generations      uint64  `json:"generations"`
 	Pauses           struct {
-		PlannedStateful  pauseStats `json:"plannedStateful"`
-		PlannedStateless pauseStats `json:"plannedStateless"`
-		Failover         pauseStats `json:"failover"`
-		All              pauseStats `json:"all"`
+		PlannedStateful  PauseStats `json:"plannedStateful"`
+		PlannedStateless PauseStats `json:"plannedStateless"`
+		Failover         PauseStats `json:"failover"`
+		All              PauseStats `json:"all"`
 	} `json:"pauses"`
 	TaskSecondsUnavailable float64      `json:"taskSecondsUnavailable"`
 	LearnerSeconds         float64      `json:"learnerSeconds"`
 	RestoringSeconds       float64      `json:"restoringSeconds"`
-	ReplayedByLearners     replayTotals `json:"replayedByLearners"`
-	ReplayedByActivations  replayTotals `json:"replayedByActivations"`
+	ReplayedByLearners     ReplayTotals `json:"replayedByLearners"`
+	ReplayedByActivations  ReplayTotals `json:"replayedByActivations"`
 	// ActivationReplayedMetric is handoff_activation_replayed_messages_total
 	// summed over the members, counted from the event on.
 	ActivationReplayedMetric float64 `json:"activationReplayedMessagesMetric"`
@@ -74,8 +74,8 @@ func toRateJSON(r lab.Rate) rateJSON {
 		MessagesPerS: r.MessagesPerSecond(), RecordsPerS: r.RecordsPerSecond(), BytesPerS: r.BytesPerSecond()}
 }
 
-// pauseStats summarizes pauses, in milliseconds.
-type pauseStats struct {
+// PauseStats summarizes pauses, in milliseconds.
+type PauseStats struct {
 	Count int     `json:"count"`
 	P50   float64 `json:"p50Ms"`
 	P99   float64 `json:"p99Ms"`
@@ -83,8 +83,8 @@ type pauseStats struct {
 	Sum   float64 `json:"sumMs"`
 }
 
-// replayTotals sums restore runs.
-type replayTotals struct {
+// ReplayTotals sums restore runs.
+type ReplayTotals struct {
 	Runs     int    `json:"runs"`
 	Messages uint64 `json:"messages"`
 	Records  uint64 `json:"records"`
@@ -112,8 +112,8 @@ type pauseJSON struct {
 	Finished bool    `json:"finished"`
 }
 
-// benchTimeline is what the picture of a run needs from its recorder.
-type benchTimeline struct {
+// timeline is what the picture of a run needs from its recorder.
+type timeline struct {
 	From, To, Event, Balanced time.Time
 	Tasks                     []assign.Task
 	Members                   []string
@@ -124,7 +124,7 @@ type benchTimeline struct {
 	Committed                 []float64 // input messages committed per second, per bucket from From
 }
 
-func benchMedian(v []float64) float64 {
+func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
@@ -135,8 +135,8 @@ func benchMedian(v []float64) float64 {
 
 func durMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// benchPauses fills run's pause figures.
-func benchPauses(run *benchRun, pauses []lab.Pause, event time.Time) {
+// fillPauses fills run's pause figures.
+func fillPauses(run *modeRun, pauses []lab.Pause, event time.Time) {
 	var stateful, stateless, failover, all []time.Duration
 	for _, p := range pauses {
 		all = append(all, p.Duration)
@@ -151,16 +151,16 @@ func benchPauses(run *benchRun, pauses []lab.Pause, event time.Time) {
 		run.PauseLog = append(run.PauseLog, pauseJSON{Task: p.Task, Stateful: p.Stateful, Kind: p.Kind, From: p.From, To: p.To,
 			AtMS: durMS(p.Start.Sub(event)), PauseMS: durMS(p.Duration), Finished: !p.Unfinished})
 	}
-	run.Pauses.PlannedStateful = pauseStatsOf(stateful)
-	run.Pauses.PlannedStateless = pauseStatsOf(stateless)
-	run.Pauses.Failover = pauseStatsOf(failover)
-	run.Pauses.All = pauseStatsOf(all)
+	run.Pauses.PlannedStateful = PauseStatsOf(stateful)
+	run.Pauses.PlannedStateless = PauseStatsOf(stateless)
+	run.Pauses.Failover = PauseStatsOf(failover)
+	run.Pauses.All = PauseStatsOf(all)
 	run.TaskSecondsUnavailable = run.Pauses.All.Sum / 1000
 }
 
-// pauseStatsOf summarizes durations; percentiles are nearest-rank.
-func pauseStatsOf(ds []time.Duration) pauseStats {
-	st := pauseStats{Count: len(ds)}
+// PauseStatsOf summarizes durations; percentiles are nearest-rank.
+func PauseStatsOf(ds []time.Duration) PauseStats {
+	st := PauseStats{Count: len(ds)}
 	if len(ds) == 0 {
 		return st
 	}

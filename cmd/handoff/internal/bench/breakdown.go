@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -31,8 +31,8 @@ type breakdownJSON struct {
 // it (the previous one the logs show).
 type stepJSON struct {
 	Step         string     `json:"step"`
-	SinceRelease pauseStats `json:"sinceRelease"`
-	Took         pauseStats `json:"took"`
+	SinceRelease PauseStats `json:"sinceRelease"`
+	Took         PauseStats `json:"took"`
 }
 
 type handoffJSON struct {
@@ -43,8 +43,8 @@ type handoffJSON struct {
 	StepsMS []*float64 `json:"stepsMs"`
 }
 
-// benchBreakdown summarizes the planned stateful moves among hs.
-func benchBreakdown(hs []lab.Handoff) *breakdownJSON {
+// breakdown summarizes the planned stateful moves among hs.
+func breakdown(hs []lab.Handoff) *breakdownJSON {
 	b := &breakdownJSON{}
 	since := make([][]time.Duration, len(lab.HandoffSteps))
 	took := make([][]time.Duration, len(lab.HandoffSteps))
@@ -84,21 +84,21 @@ func benchBreakdown(hs []lab.Handoff) *breakdownJSON {
 		return nil
 	}
 	for i, name := range lab.HandoffSteps {
-		b.Steps = append(b.Steps, stepJSON{Step: name, SinceRelease: pauseStatsOf(since[i]), Took: pauseStatsOf(took[i])})
+		b.Steps = append(b.Steps, stepJSON{Step: name, SinceRelease: PauseStatsOf(since[i]), Took: PauseStatsOf(took[i])})
 	}
 	if len(reads) > 0 {
-		b.AssignmentRead = &stepJSON{Step: lab.AssignmentReadStep, Took: pauseStatsOf(reads)}
+		b.AssignmentRead = &stepJSON{Step: lab.AssignmentReadStep, Took: PauseStatsOf(reads)}
 	}
 	if len(act[0]) > 0 {
 		for i, name := range lab.ActivationSteps {
-			b.Activation = append(b.Activation, stepJSON{Step: name, Took: pauseStatsOf(act[i])})
+			b.Activation = append(b.Activation, stepJSON{Step: name, Took: PauseStatsOf(act[i])})
 		}
 	}
 	return b
 }
 
 // writeBreakdowns writes each run's breakdown as a table.
-func writeBreakdowns(w io.Writer, r benchResults) error {
+func writeBreakdowns(w io.Writer, r Results) error {
 	for _, run := range r.Runs {
 		b := run.Breakdown
 		if b == nil {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -10,15 +10,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/handoffhq/handoff/cmd/handoff/internal/bench"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
-// demoRedraw is how often the live view is redrawn.
-const demoRedraw = 250 * time.Millisecond
+// redrawEvery is how often the live view is redrawn.
+const redrawEvery = 250 * time.Millisecond
 
-// demoRecent is how many notes the terminal view keeps on screen.
-const demoRecent = 8
+// recentNotes is how many notes the terminal view keeps on screen.
+const recentNotes = 8
 
 // ANSI colours.
 const (
@@ -33,11 +34,11 @@ const (
 	ansiCyan    = "\033[36m"
 )
 
-// demoView shows the demo: on a terminal, a screen redrawn a few times a
+// view shows the demo: on a terminal, a screen redrawn a few times a
 // second; otherwise progressive lines. Notes may come from any goroutine.
-type demoView struct {
+type view struct {
 	w     io.Writer
-	s     demoSettings
+	s     settings
 	began time.Time
 
 	mu      sync.Mutex
@@ -52,14 +53,14 @@ type demoView struct {
 	done    chan struct{}
 }
 
-// newDemoView returns a view that prints to w; times on screen count from
+// newView returns a view that prints to w; times on screen count from
 // began. Until start, phases and lines print as they come, in both modes.
-func newDemoView(w io.Writer, s demoSettings, began time.Time) *demoView {
-	return &demoView{w: w, s: s, began: began, printed: map[string]time.Time{}}
+func newView(w io.Writer, s settings, began time.Time) *view {
+	return &view{w: w, s: s, began: began, printed: map[string]time.Time{}}
 }
 
 // paint colours s unless colours are off.
-func (v *demoView) paint(code, s string) string {
+func (v *view) paint(code, s string) string {
 	if v.s.noColor {
 		return s
 	}
@@ -67,13 +68,13 @@ func (v *demoView) paint(code, s string) string {
 }
 
 // stamp is t as seconds since the demo began, the time column of notes.
-func (v *demoView) stamp(t time.Time) string {
+func (v *view) stamp(t time.Time) string {
 	return fmt.Sprintf("%6.1fs", t.Sub(v.began).Seconds())
 }
 
 // note takes in something that happened. It is called with the recorder's
 // lock held: it only queues.
-func (v *demoView) note(n lab.Note) {
+func (v *view) note(n lab.Note) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.s.plain {
@@ -81,13 +82,13 @@ func (v *demoView) note(n lab.Note) {
 		return
 	}
 	v.recent = append(v.recent, n)
-	if len(v.recent) > demoRecent {
-		v.recent = v.recent[len(v.recent)-demoRecent:]
+	if len(v.recent) > recentNotes {
+		v.recent = v.recent[len(v.recent)-recentNotes:]
 	}
 }
 
 // setPhase names what the demo does now.
-func (v *demoView) setPhase(phase, detail string) {
+func (v *view) setPhase(phase, detail string) {
 	v.mu.Lock()
 	v.phase, v.detail = phase, detail
 	if v.s.plain || v.rec == nil {
@@ -98,7 +99,7 @@ func (v *demoView) setPhase(phase, detail string) {
 }
 
 // line prints a line of setup information.
-func (v *demoView) line(format string, args ...any) {
+func (v *view) line(format string, args ...any) {
 	v.mu.Lock()
 	v.queue = append(v.queue, "  "+fmt.Sprintf(format, args...))
 	v.mu.Unlock()
@@ -106,7 +107,7 @@ func (v *demoView) line(format string, args ...any) {
 }
 
 // flush prints the queued lines, unless the terminal view is running.
-func (v *demoView) flush() {
+func (v *view) flush() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if !v.s.plain && v.rec != nil {
@@ -119,14 +120,14 @@ func (v *demoView) flush() {
 }
 
 // start starts drawing rec's snapshots until stop.
-func (v *demoView) start(ctx context.Context, rec *lab.Recorder) {
+func (v *view) start(ctx context.Context, rec *lab.Recorder) {
 	ctx, cancel := context.WithCancel(ctx)
 	v.mu.Lock()
 	v.rec, v.cancel, v.done = rec, cancel, make(chan struct{})
 	v.mu.Unlock()
 	go func() {
 		defer close(v.done)
-		t := time.NewTicker(demoRedraw)
+		t := time.NewTicker(redrawEvery)
 		defer t.Stop()
 		for {
 			v.draw()
@@ -140,7 +141,7 @@ func (v *demoView) start(ctx context.Context, rec *lab.Recorder) {
 }
 
 // stop stops drawing, after a last frame. It is safe to call more than once.
-func (v *demoView) stop() {
+func (v *view) stop() {
 	v.mu.Lock()
 	cancel, done := v.cancel, v.done
 	v.cancel = nil
@@ -161,7 +162,7 @@ func (v *demoView) stop() {
 }
 
 // draw draws one frame (terminal) or prints what is new (plain).
-func (v *demoView) draw() {
+func (v *view) draw() {
 	v.mu.Lock()
 	rec := v.rec
 	v.mu.Unlock()
@@ -178,7 +179,7 @@ func (v *demoView) draw() {
 
 // drawPlain prints the queued notes and, at most once a second per
 // learner, its progress.
-func (v *demoView) drawPlain(snap lab.Snapshot) {
+func (v *view) drawPlain(snap lab.Snapshot) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, l := range v.queue {
@@ -202,7 +203,7 @@ func (v *demoView) drawPlain(snap lab.Snapshot) {
 }
 
 // drawScreen redraws the terminal view in place.
-func (v *demoView) drawScreen(snap lab.Snapshot) {
+func (v *view) drawScreen(snap lab.Snapshot) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var b strings.Builder
@@ -268,7 +269,7 @@ func (v *demoView) drawScreen(snap lab.Snapshot) {
 }
 
 // summary says in a line what is in flight.
-func (v *demoView) summary(snap lab.Snapshot) string {
+func (v *view) summary(snap lab.Snapshot) string {
 	var learning, restoring, revoking, paused int
 	for _, t := range snap.Tasks {
 		for _, l := range t.Learners {
@@ -305,7 +306,7 @@ func (v *demoView) summary(snap lab.Snapshot) string {
 }
 
 // taskLine describes a task that is moving; "" for a task at rest.
-func (v *demoView) taskLine(t lab.TaskSnapshot) string {
+func (v *view) taskLine(t lab.TaskSnapshot) string {
 	name := fmt.Sprintf("%-10s", t.ID)
 	switch {
 	case t.Running == "" && !t.PausedSince.IsZero():
@@ -347,7 +348,7 @@ func (v *demoView) taskLine(t lab.TaskSnapshot) string {
 }
 
 // progress draws a learner's bar, lag, rate and ETA.
-func (v *demoView) progress(p httpapi.LearnerProgress) string {
+func (v *view) progress(p httpapi.LearnerProgress) string {
 	f := 1.0
 	if p.Lag > 0 {
 		f = float64(p.Replayed) / float64(p.Replayed+p.Lag)
@@ -362,7 +363,7 @@ func (v *demoView) progress(p httpapi.LearnerProgress) string {
 	case p.Lag > 0:
 		eta = "ETA ?"
 	}
-	return fmt.Sprintf("%s %3.0f%%  lag %s msgs  %s msg/s  %s", v.paint(ansiYellow, bar), 100*f, benchCount(float64(p.Lag)), benchCount(p.Rate), eta)
+	return fmt.Sprintf("%s %3.0f%%  lag %s msgs  %s msg/s  %s", v.paint(ansiYellow, bar), 100*f, bench.Count(float64(p.Lag)), bench.Count(p.Rate), eta)
 }
 
 // naturalSorted returns ids sorted with their numeric suffixes compared as
