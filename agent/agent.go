@@ -4,7 +4,9 @@
 // that applies its part of each generation: it runs restores for learners
 // and standbys, activates tasks it is given, asks its worker to release
 // revoked tasks, and serves the worker's commits through the fenced
-// changelog. Agent implements httpapi.Backend.
+// changelog. Agent implements httpapi.Backend and httpapi.WorkerObserver
+// without importing httpapi: both speak api's vocabulary, and
+// internal/sidecar, which wires them, asserts it.
 package agent
 
 import (
@@ -27,7 +29,6 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/snapshot"
 	"github.com/handoffhq/handoff/statestore"
 )
@@ -436,8 +437,6 @@ func (a *Agent) bumpViewLocked() {
 	close(a.changed)
 	a.changed = make(chan struct{})
 }
-
-var _ httpapi.Backend = (*Agent)(nil)
 
 // Leading reports whether this member currently leads the group.
 func (a *Agent) Leading() bool { return a.leader.Load() != nil }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 func TestConvergeJoinLeave(t *testing.T) {
@@ -50,7 +50,7 @@ func TestConvergeJoinLeave(t *testing.T) {
 			t.Errorf("task %s still on m3 after its leave ended", tk.ID)
 		}
 	}
-	if v := c.members["m3"].a.Assignment(); v.State != httpapi.StateDone || !v.Shutdown {
+	if v := c.members["m3"].a.Assignment(); v.State != api.StateDone || !v.Shutdown {
 		t.Errorf("m3 view after leave: state %q shutdown %v, want done/true", v.State, v.Shutdown)
 	}
 	c.stop("m3")
@@ -138,7 +138,7 @@ func TestMemberWithoutTasksJoins(t *testing.T) {
 		if err := m3.a.Ready(); err != nil {
 			return err
 		}
-		if v := m3.a.Assignment(); v.State != httpapi.StateMember {
+		if v := m3.a.Assignment(); v.State != api.StateMember {
 			return fmt.Errorf("m3 state %q", v.State)
 		}
 		return nil
@@ -155,7 +155,7 @@ func TestFencedCommitReportsTakeover(t *testing.T) {
 	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := m1.a.Commit(ctx, "orders-0", httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte("1")}}}); err != nil {
+	if _, err := m1.a.Commit(ctx, "orders-0", api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte("1")}}}); err != nil {
 		t.Fatalf("first commit: %v", err)
 	}
 	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
@@ -169,15 +169,15 @@ func TestFencedCommitReportsTakeover(t *testing.T) {
 	if _, err := log.Append(ctx, "orders-0", last, changelog.Entry{Kind: changelog.KindEpoch, Epoch: 99}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m1.a.Commit(ctx, "orders-0", httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte("2")}}})
-	if !errors.Is(err, httpapi.ErrNotOwner) {
+	_, err = m1.a.Commit(ctx, "orders-0", api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte("2")}}})
+	if !errors.Is(err, api.ErrNotOwner) {
 		t.Fatalf("commit after a takeover: %v, want ErrNotOwner", err)
 	}
 	if v, err := m1.store.Get("orders-0", []byte("k")); err != nil || string(v) != "1" {
 		t.Errorf("local k = %q, %v; want the first commit's 1", v, err)
 	}
 	for _, tv := range m1.a.Assignment().Tasks {
-		if tv.ID == "orders-0" && tv.Role == httpapi.RoleActive {
+		if tv.ID == "orders-0" && tv.Role == api.RoleActive {
 			t.Errorf("orders-0 still active in the view after the takeover")
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 )
@@ -98,9 +99,9 @@ func BenchmarkHTTPCommit(b *testing.B) {
 			defer srv.Close()
 			cl := client.New(srv.URL)
 			waitFor(b, 20*time.Second, "tasks active", func() error { return c.activeEverywhere(c.view()) })
-			puts := make([]httpapi.KV, 100)
+			puts := make([]api.KV, 100)
 			for i := range puts {
-				puts[i] = httpapi.KV{Key: []byte(fmt.Sprintf("key-%014d", i)), Value: make([]byte, 100)}
+				puts[i] = api.KV{Key: []byte(fmt.Sprintf("key-%014d", i)), Value: make([]byte, 100)}
 			}
 			var (
 				mu    sync.Mutex
@@ -120,7 +121,7 @@ func BenchmarkHTTPCommit(b *testing.B) {
 					local := make([]time.Duration, 0, per)
 					for i := 0; i < per; i++ {
 						t0 := time.Now()
-						if _, err := cl.Commit(context.Background(), task, httpapi.CommitRequest{Puts: puts, Checkpoint: []byte(strconv.Itoa(i))}); err != nil {
+						if _, err := cl.Commit(context.Background(), task, api.CommitRequest{Puts: puts, Checkpoint: []byte(strconv.Itoa(i))}); err != nil {
 							b.Error(err)
 							return
 						}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -29,13 +29,13 @@ func (t *task) state() taskState {
 // of its state, or an error that says why it may not. It holds no lock.
 func (a *Agent) activeTask(id string) (*task, taskState, error) {
 	if _, ok := a.taskKind(id); !ok {
-		return nil, taskState{}, fmt.Errorf("%w: task %s is not in group %s; the group's tasks are in /group", httpapi.ErrUnknownTask, id, a.opts.Group)
+		return nil, taskState{}, fmt.Errorf("%w: task %s is not in group %s; the group's tasks are in /group", api.ErrUnknownTask, id, a.opts.Group)
 	}
 	a.mu.Lock()
 	t := a.tasks[id]
 	a.mu.Unlock()
 	if t == nil {
-		return nil, taskState{}, fmt.Errorf("%w: task %s is not assigned to member %s; read /assignment", httpapi.ErrNotOwner, id, a.opts.MemberID)
+		return nil, taskState{}, fmt.Errorf("%w: task %s is not assigned to member %s; read /assignment", api.ErrNotOwner, id, a.opts.MemberID)
 	}
 	st := t.state()
 	switch {
@@ -44,11 +44,11 @@ func (a *Agent) activeTask(id string) (*task, taskState, error) {
 		if role == "" {
 			role = "not assigned here"
 		}
-		return nil, st, fmt.Errorf("%w: task %s is not active on member %s (%s); read /assignment", httpapi.ErrNotOwner, id, a.opts.MemberID, role)
+		return nil, st, fmt.Errorf("%w: task %s is not active on member %s (%s); read /assignment", api.ErrNotOwner, id, a.opts.MemberID, role)
 	case st.phase == phaseLost:
-		return nil, st, fmt.Errorf("%w: task %s was taken over by another member; stop it and read /assignment", httpapi.ErrNotOwner, id)
+		return nil, st, fmt.Errorf("%w: task %s was taken over by another member; stop it and read /assignment", api.ErrNotOwner, id)
 	case st.phase == phaseActivating:
-		return nil, st, fmt.Errorf("%w: task %s is becoming active on member %s and is not current yet; wait for /assignment to list it active", httpapi.ErrNotOwner, id, a.opts.MemberID)
+		return nil, st, fmt.Errorf("%w: task %s is becoming active on member %s and is not current yet; wait for /assignment to list it active", api.ErrNotOwner, id, a.opts.MemberID)
 	}
 	return t, st, nil
 }
@@ -61,7 +61,7 @@ func (a *Agent) committable(id string) (*task, error) {
 	t, st, err := a.activeTask(id)
 	if err != nil && st.phase == phaseActivating {
 		if werr := a.store.Writable(); werr != nil {
-			return nil, fmt.Errorf("%w: the local store of member %s takes no writes (%v); task %s becomes active again once it does: retry once /readyz answers ready", httpapi.ErrUnavailable, a.opts.MemberID, werr, id)
+			return nil, fmt.Errorf("%w: the local store of member %s takes no writes (%v); task %s becomes active again once it does: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, werr, id)
 		}
 	}
 	return t, err
@@ -71,30 +71,30 @@ func (a *Agent) committable(id string) (*task, error) {
 // acknowledge. Commits of one task are serialized by its commit lock; its
 // state lock is held only to read the state, so views, generations and
 // other tasks never wait on an append.
-func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
+func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (api.CommitResult, error) {
 	t, err := a.committable(id)
 	if err != nil {
-		return httpapi.CommitResult{}, err
+		return api.CommitResult{}, err
 	}
 	t.commitMu.Lock()
 	defer t.commitMu.Unlock()
 	// Read the state again under the commit lock: a release may have
 	// happened while this commit waited for the one before it.
 	if t, err = a.committable(id); err != nil {
-		return httpapi.CommitResult{}, err
+		return api.CommitResult{}, err
 	}
 	st := t.state()
 	switch {
 	case !t.stateful:
-		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s is stateless: it has no state to commit", httpapi.ErrInvalid, id)
+		return api.CommitResult{}, fmt.Errorf("%w: task %s is stateless: it has no state to commit", api.ErrInvalid, id)
 	case st.phase == phaseReleased:
-		return httpapi.CommitResult{}, fmt.Errorf("%w: task %s was released on member %s; its next owner resumes it", httpapi.ErrNotOwner, id, a.opts.MemberID)
+		return api.CommitResult{}, fmt.Errorf("%w: task %s was released on member %s; its next owner resumes it", api.ErrNotOwner, id, a.opts.MemberID)
 	case req.Epoch != 0 && req.Epoch != st.epoch:
-		return httpapi.CommitResult{}, fmt.Errorf("%w: commit for epoch %d, but task %s is at epoch %d here; restart the task from /assignment", httpapi.ErrNotOwner, req.Epoch, id, st.epoch)
+		return api.CommitResult{}, fmt.Errorf("%w: commit for epoch %d, but task %s is at epoch %d here; restart the task from /assignment", api.ErrNotOwner, req.Epoch, id, st.epoch)
 	}
 	if err := a.store.Writable(); err != nil {
 		// Refused before the append: nothing is in the changelog.
-		return httpapi.CommitResult{}, fmt.Errorf("%w: the local store of member %s takes no writes (%v); nothing was written: retry once /readyz answers ready", httpapi.ErrUnavailable, a.opts.MemberID, err)
+		return api.CommitResult{}, fmt.Errorf("%w: the local store of member %s takes no writes (%v); nothing was written: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, err)
 	}
 	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
 	if len(req.Puts) > 0 {
@@ -107,11 +107,11 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 	seq, err := a.clog.Append(ctx, id, t.lastSeq, e)
 	switch {
 	case errors.Is(err, changelog.ErrFenced):
-		return httpapi.CommitResult{}, a.fencedCommit(ctx, t, st.epoch)
+		return api.CommitResult{}, a.fencedCommit(ctx, t, st.epoch)
 	case errors.Is(err, changelog.ErrTooLarge):
-		return httpapi.CommitResult{}, fmt.Errorf("%w: %v; split the commit", httpapi.ErrTooLarge, err)
+		return api.CommitResult{}, fmt.Errorf("%w: %v; split the commit", api.ErrTooLarge, err)
 	case err != nil:
-		return httpapi.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %v; the commit may or may not have landed: retry it (if it landed, the retry is refused with 409 resume)", httpapi.ErrUnavailable, id, err)
+		return api.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %v; the commit may or may not have landed: retry it (if it landed, the retry is refused with 409 resume)", api.ErrUnavailable, id, err)
 	}
 	t.lastSeq = seq
 	if err := a.store.Apply(id, e.Commit(seq)); err != nil {
@@ -119,14 +119,14 @@ func (a *Agent) Commit(ctx context.Context, id string, req httpapi.CommitRequest
 		// it: stop serving until an activation has replayed it.
 		a.log.Error().Err(err).Str(fTask, id).Uint64(fSeq, seq).Msg("apply a commit that is in the changelog; activating the task again")
 		a.reactivate(t, st.epoch)
-		return httpapi.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but was not applied locally (%v); the agent replays it: don't retry the commit, restart the task from the checkpoint in /assignment once it is active again", httpapi.ErrResume, seq, id, err)
+		return api.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but was not applied locally (%v); the agent replays it: don't retry the commit, restart the task from the checkpoint in /assignment once it is active again", api.ErrResume, seq, id, err)
 	}
 	t.applied.Store(seq)
 	a.snapshotCommitted(id, st.epoch)
 	a.metrics.commits.Inc()
 	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))
 	a.metrics.commitSeconds.Observe(time.Since(t0).Seconds())
-	return httpapi.CommitResult{Task: id, Seq: seq, Epoch: st.epoch}, nil
+	return api.CommitResult{Task: id, Seq: seq, Epoch: st.epoch}, nil
 }
 
 // reactivate runs the activation of t at epoch again, when its local copy
@@ -173,11 +173,11 @@ func (t *task) setLost(epoch uint64) {
 // nothing is applied twice. Callers hold t.commitMu (only).
 func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
 	if err := a.catchUp(ctx, t); err != nil {
-		return fmt.Errorf("%w: commit of %s conflicted and the changelog could not be read (%v); retry", httpapi.ErrUnavailable, t.id, err)
+		return fmt.Errorf("%w: commit of %s conflicted and the changelog could not be read (%v); retry", api.ErrUnavailable, t.id, err)
 	}
 	meta, _, err := a.store.Meta(t.id)
 	if err != nil {
-		return fmt.Errorf("%w: read meta of %s: %v", httpapi.ErrUnavailable, t.id, err)
+		return fmt.Errorf("%w: read meta of %s: %v", api.ErrUnavailable, t.id, err)
 	}
 	if meta.Epoch == epoch {
 		t.lastSeq = meta.Applied
@@ -185,22 +185,22 @@ func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
 		a.viewChanged()
 		a.log.Warn().Str(fTask, t.id).Uint64(fSeq, meta.Applied).Msg("an earlier commit landed without its acknowledgement; the worker resumes from the checkpoint")
 		return fmt.Errorf("%w: an earlier commit of task %s reached the changelog although its acknowledgement was lost; "+
-			"nothing of this commit was applied: don't retry it, restart the task from the checkpoint in /assignment, which includes the earlier one", httpapi.ErrResume, t.id)
+			"nothing of this commit was applied: don't retry it, restart the task from the checkpoint in /assignment, which includes the earlier one", api.ErrResume, t.id)
 	}
 	t.setLost(epoch)
 	a.metrics.fenced.Inc()
 	a.viewChanged()
-	return fmt.Errorf("%w: task %s was taken over by another member (epoch %d replaced %d); stop it", httpapi.ErrNotOwner, t.id, meta.Epoch, epoch)
+	return fmt.Errorf("%w: task %s was taken over by another member (epoch %d replaced %d); stop it", api.ErrNotOwner, t.id, meta.Epoch, epoch)
 }
 
 // Release implements httpapi.Backend: the worker stopped a revoked task.
 // From now on this member refuses the task's commits, and the leader learns
 // the sequence of its last commit. It waits for a commit in flight.
-func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (httpapi.ReleaseResult, error) {
+func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.ReleaseResult, error) {
 	received := time.Now()
 	t, _, err := a.activeTask(id)
 	if err != nil {
-		return httpapi.ReleaseResult{}, err
+		return api.ReleaseResult{}, err
 	}
 	t.commitMu.Lock()
 	defer t.commitMu.Unlock()
@@ -211,14 +211,14 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (httpapi.R
 	if epoch != 0 && epoch != t.epoch {
 		t.mu.Unlock()
 		a.mu.Unlock()
-		return httpapi.ReleaseResult{}, fmt.Errorf("%w: release of task %s at epoch %d, but it is at epoch %d on member %s; a worker releases only the ownership it ran", httpapi.ErrNotOwner, id, epoch, t.epoch, a.opts.MemberID)
+		return api.ReleaseResult{}, fmt.Errorf("%w: release of task %s at epoch %d, but it is at epoch %d on member %s; a worker releases only the ownership it ran", api.ErrNotOwner, id, epoch, t.epoch, a.opts.MemberID)
 	}
 	if !t.phase.owned() || !t.revoking {
 		t.mu.Unlock()
 		a.mu.Unlock()
-		return httpapi.ReleaseResult{}, fmt.Errorf("%w: task %s is not being revoked on member %s; release only the tasks /assignment lists under revoke", httpapi.ErrNotRevoked, id, a.opts.MemberID)
+		return api.ReleaseResult{}, fmt.Errorf("%w: task %s is not being revoked on member %s; release only the tasks /assignment lists under revoke", api.ErrNotRevoked, id, a.opts.MemberID)
 	}
-	res := httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.lastSeq}
+	res := api.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.lastSeq}
 	already := t.phase == phaseReleased
 	if !t.move(evRelease) {
 		// A commit that held commitMu before us found the task taken
@@ -227,7 +227,7 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (httpapi.R
 		phase := t.phase
 		t.mu.Unlock()
 		a.mu.Unlock()
-		return httpapi.ReleaseResult{}, fmt.Errorf("%w: task %s is %s on member %s, not active: it cannot be released now; read /assignment", httpapi.ErrNotOwner, id, phase, a.opts.MemberID)
+		return api.ReleaseResult{}, fmt.Errorf("%w: task %s is %s on member %s, not active: it cannot be released now; read /assignment", api.ErrNotOwner, id, phase, a.opts.MemberID)
 	}
 	t.mu.Unlock()
 	if !already {
@@ -251,13 +251,13 @@ func (a *Agent) Get(id string, key []byte) ([]byte, error) {
 	}
 	v, err := a.store.Get(id, key)
 	if errors.Is(err, statestore.ErrNotFound) {
-		return nil, fmt.Errorf("%w: task %s has no key %q", httpapi.ErrNotFound, t.id, key)
+		return nil, fmt.Errorf("%w: task %s has no key %q", api.ErrNotFound, t.id, key)
 	}
 	return v, err
 }
 
 // Scan implements httpapi.Backend.
-func (a *Agent) Scan(id string, o httpapi.ScanOptions) ([]httpapi.KV, error) {
+func (a *Agent) Scan(id string, o api.ScanOptions) ([]api.KV, error) {
 	if _, err := a.readableTask(id); err != nil {
 		return nil, err
 	}
@@ -265,9 +265,9 @@ func (a *Agent) Scan(id string, o httpapi.ScanOptions) ([]httpapi.KV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scan %s: %w", id, err)
 	}
-	out := make([]httpapi.KV, len(kvs))
+	out := make([]api.KV, len(kvs))
 	for i, kv := range kvs {
-		out[i] = httpapi.KV{Key: kv.Key, Value: kv.Value}
+		out[i] = api.KV{Key: kv.Key, Value: kv.Value}
 	}
 	return out, nil
 }
@@ -280,7 +280,7 @@ func (a *Agent) readableTask(id string) (*task, error) {
 		return nil, err
 	}
 	if !t.stateful {
-		return nil, fmt.Errorf("%w: task %s is stateless: it has no state", httpapi.ErrInvalid, id)
+		return nil, fmt.Errorf("%w: task %s is stateless: it has no state", api.ErrInvalid, id)
 	}
 	return t, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
@@ -102,9 +103,9 @@ func (w *worker) process(ctx context.Context, t client.Task) error {
 			counts[k]++
 			batch[k] = counts[k]
 		}
-		var puts []httpapi.KV
+		var puts []api.KV
 		for k, v := range batch {
-			puts = append(puts, httpapi.KV{Key: []byte(k), Value: []byte(strconv.FormatUint(v, 10))})
+			puts = append(puts, api.KV{Key: []byte(k), Value: []byte(strconv.FormatUint(v, 10))})
 		}
 		res, err := t.Commit(ctx, puts, nil, binary.BigEndian.AppendUint64(nil, next+10))
 		if err != nil {
@@ -119,7 +120,7 @@ func (w *worker) process(ctx context.Context, t client.Task) error {
 
 // running checks that the worker has started every task gv gives its
 // member, at the task's current epoch.
-func (w *worker) running(gv httpapi.GroupView) error {
+func (w *worker) running(gv api.GroupView) error {
 	events, _ := w.snapshot()
 	for _, t := range gv.Tasks {
 		if t.Active != w.id {

@@ -17,7 +17,7 @@ import (
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/natstest"
 	"github.com/handoffhq/handoff/internal/sidecar"
@@ -179,7 +179,7 @@ func (c *cluster) stopAll() {
 }
 
 // view reads the group from NATS.
-func (c *cluster) view() httpapi.GroupView {
+func (c *cluster) view() api.GroupView {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -210,13 +210,13 @@ func waitABit() { <-time.After(20 * time.Millisecond) }
 // balanced checks that every task is active on one of members, each
 // member's ready count is within one of the others', stateful and stateless
 // separately, and nothing is in flight.
-func balanced(gv httpapi.GroupView, members ...string) error {
+func balanced(gv api.GroupView, members ...string) error {
 	return invariants.Balanced(gv, members...)
 }
 
 // activeEverywhere checks that each member's own view agrees with gv: every
 // task gv places on a member is active and ready in that member's view.
-func (c *cluster) activeEverywhere(gv httpapi.GroupView) error {
+func (c *cluster) activeEverywhere(gv api.GroupView) error {
 	for _, t := range gv.Tasks {
 		m := c.members[t.Active]
 		if m == nil || m.a == nil {
@@ -224,7 +224,7 @@ func (c *cluster) activeEverywhere(gv httpapi.GroupView) error {
 		}
 		found := false
 		for _, tv := range m.a.Assignment().Tasks {
-			if tv.ID == t.ID && tv.Role == httpapi.RoleActive {
+			if tv.ID == t.ID && tv.Role == api.RoleActive {
 				found = true
 			}
 		}

@@ -3,7 +3,7 @@ package agent
 import (
 	"fmt"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // taskPhase is where a task's runtime is in its lifecycle on this member.
@@ -59,11 +59,11 @@ func (p taskPhase) String() string {
 func (p taskPhase) role() string {
 	switch p {
 	case phaseLearner:
-		return httpapi.RoleLearner
+		return api.RoleLearner
 	case phaseStandby:
-		return httpapi.RoleStandby
+		return api.RoleStandby
 	case phaseActivating, phaseActive, phaseReleased, phaseLost:
-		return httpapi.RoleActive
+		return api.RoleActive
 	default:
 		return ""
 	}
@@ -74,7 +74,7 @@ func (p taskPhase) tailing() bool { return p == phaseLearner || p == phaseStandb
 
 // owned reports whether this member owns the task at its epoch (in any
 // state of that ownership).
-func (p taskPhase) owned() bool { return p.role() == httpapi.RoleActive }
+func (p taskPhase) owned() bool { return p.role() == api.RoleActive }
 
 // taskEvent is what moves a task from one phase to another.
 type taskEvent uint8

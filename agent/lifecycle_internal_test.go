@@ -3,7 +3,7 @@ package agent
 import (
 	"testing"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // TestTaskLifecycle checks every event in every phase against the
@@ -52,9 +52,9 @@ func TestTaskLifecycle(t *testing.T) {
 // active, tailing phases as their roles, and nothing of a task gone.
 func TestPhaseRoles(t *testing.T) {
 	want := map[taskPhase]string{
-		phaseGone: "", phaseLearner: httpapi.RoleLearner, phaseStandby: httpapi.RoleStandby,
-		phaseActivating: httpapi.RoleActive, phaseActive: httpapi.RoleActive,
-		phaseReleased: httpapi.RoleActive, phaseLost: httpapi.RoleActive,
+		phaseGone: "", phaseLearner: api.RoleLearner, phaseStandby: api.RoleStandby,
+		phaseActivating: api.RoleActive, phaseActive: api.RoleActive,
+		phaseReleased: api.RoleActive, phaseLost: api.RoleActive,
 	}
 	for p := taskPhase(0); p < numPhases; p++ {
 		if got := p.role(); got != want[p] {

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // desired is what a generation wants of one task on this member.
@@ -72,7 +72,7 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 	want := map[string]desired{}
 	for id, t := range mine.Tasks {
 		want[id] = desired{
-			role:       httpapi.RoleActive,
+			role:       api.RoleActive,
 			epoch:      t.Epoch,
 			revoking:   t.Revoke != nil,
 			handoffSeq: t.HandoffSeq,
@@ -80,10 +80,10 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 		}
 	}
 	for _, id := range mine.Learning {
-		want[id] = desired{role: httpapi.RoleLearner}
+		want[id] = desired{role: api.RoleLearner}
 	}
 	for _, id := range mine.Standby {
-		want[id] = desired{role: httpapi.RoleStandby}
+		want[id] = desired{role: api.RoleStandby}
 	}
 
 	// Logged once a.mu is released (deferred calls run last in, first
@@ -121,7 +121,7 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 func (a *Agent) keepReleasesLocked(want map[string]desired, gen uint64) {
 	for id, r := range a.releases {
 		d, ok := want[id]
-		if !a.keepWorkerReleaseLocked(id, d, ok) && (!ok || d.role != httpapi.RoleActive || !d.revoking) {
+		if !a.keepWorkerReleaseLocked(id, d, ok) && (!ok || d.role != api.RoleActive || !d.revoking) {
 			delete(a.releases, id)
 			continue
 		}
@@ -147,7 +147,7 @@ func (a *Agent) reconcileLocked(id string, d desired) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch d.role {
-	case httpapi.RoleActive:
+	case api.RoleActive:
 		if t.phase.owned() && t.phase != phaseLost && t.epoch == d.epoch {
 			if t.revoking && !d.revoking && t.phase == phaseReleased {
 				// The move was called off after the worker released:
@@ -168,7 +168,7 @@ func (a *Agent) reconcileLocked(id string, d desired) {
 			return
 		}
 		ev := evLearn
-		if d.role == httpapi.RoleStandby {
+		if d.role == api.RoleStandby {
 			ev = evStandBy
 		}
 		if t.phase.tailing() && t.job != nil {

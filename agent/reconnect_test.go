@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // TestStandbyTailsAcrossNATSRestarts: a standby's tailing restore starts
@@ -31,9 +31,9 @@ func TestStandbyTailsAcrossNATSRestarts(t *testing.T) {
 		t.Helper()
 		key := fmt.Sprintf("k%d", committed)
 		waitFor(t, 30*time.Second, "a commit of "+key, func() error {
-			res, err := m1.a.Commit(ctx, "s0", httpapi.CommitRequest{
-				Puts: []httpapi.KV{{Key: []byte(key), Value: []byte("v")}}, Checkpoint: []byte(key)})
-			if errors.Is(err, httpapi.ErrResume) {
+			res, err := m1.a.Commit(ctx, "s0", api.CommitRequest{
+				Puts: []api.KV{{Key: []byte(key), Value: []byte("v")}}, Checkpoint: []byte(key)})
+			if errors.Is(err, api.ErrResume) {
 				// The acknowledgement of an earlier try was lost in the
 				// restart: that try landed.
 				meta, _, merr := m1.store.Meta("s0")

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // releaseAgent is an Agent with just what Release and keepReleasesLocked
@@ -34,7 +34,7 @@ func releaseAgent(gen uint64, tasks ...*task) *Agent {
 func TestReleaseNamesItsGeneration(t *testing.T) {
 	tk := &task{id: "s0", stateful: true, phase: phaseActive, epoch: 3, revoking: true, lastSeq: 42}
 	a := releaseAgent(7, tk)
-	if _, err := a.Release(context.Background(), "s0", 2); !errors.Is(err, httpapi.ErrNotOwner) {
+	if _, err := a.Release(context.Background(), "s0", 2); !errors.Is(err, api.ErrNotOwner) {
 		t.Fatalf("release at a stale epoch = %v, want ErrNotOwner", err)
 	}
 	if len(a.releases) != 0 {
@@ -65,9 +65,9 @@ func TestKeepReleases(t *testing.T) {
 		a.releases[id] = assign.Release{Epoch: 3, Seq: 10, Generation: 5}
 	}
 	want := map[string]desired{
-		"a": {role: httpapi.RoleActive, epoch: 3, revoking: true},
-		"b": {role: httpapi.RoleActive, epoch: 3, revoking: true},
-		"c": {role: httpapi.RoleActive, epoch: 3},
+		"a": {role: api.RoleActive, epoch: 3, revoking: true},
+		"b": {role: api.RoleActive, epoch: 3, revoking: true},
+		"c": {role: api.RoleActive, epoch: 3},
 	}
 	a.keepReleasesLocked(want, 9)
 	if r, ok := a.releases["a"]; !ok || r.Generation != 9 {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/snapshot"
 	"github.com/handoffhq/handoff/statestore"
 )
@@ -166,7 +166,7 @@ func TestSnapshotsTrimAndTheNextOwnerLoadsOne(t *testing.T) {
 	})
 	w2.stop()
 	m2 := c.members["m2"]
-	if tv := m2.a.Assignment().Tasks; len(tv) != 1 || tv[0].Role != httpapi.RoleActive {
+	if tv := m2.a.Assignment().Tasks; len(tv) != 1 || tv[0].Role != api.RoleActive {
 		t.Fatalf("m2's view %+v, want s0 active", tv)
 	}
 	requireExactCounts(t, m2.store, "s0")
@@ -191,20 +191,20 @@ func TestSnapshotOnlyByTheActiveOwner(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "s0 active on m1", func() error {
 		for _, tv := range m1.a.Assignment().Tasks {
-			if tv.ID == "s0" && tv.Role == httpapi.RoleActive {
+			if tv.ID == "s0" && tv.Role == api.RoleActive {
 				return nil
 			}
 		}
 		return errors.New("not yet")
 	})
-	put := httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte("v")}}, Checkpoint: []byte("1")}
+	put := api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte("v")}}, Checkpoint: []byte("1")}
 	if _, err := m1.a.Commit(ctx, "s0", put); err != nil {
 		t.Fatal(err)
 	}
 	m2 := c.startSnapshotting("m2", off)
 	waitFor(t, 20*time.Second, "a current standby copy of s0 on m2", func() error {
 		for _, tv := range m2.a.Assignment().Tasks {
-			if tv.ID == "s0" && tv.Role == httpapi.RoleStandby && tv.Lag == 0 {
+			if tv.ID == "s0" && tv.Role == api.RoleStandby && tv.Lag == 0 {
 				if m, ok, err := m2.store.Meta("s0"); err != nil || !ok || m.Applied == 0 {
 					return fmt.Errorf("m2's copy of s0: %+v %v %v", m, ok, err)
 				}

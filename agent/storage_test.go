@@ -16,13 +16,13 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/statestore"
 )
 
-func putReq(v string) httpapi.CommitRequest {
-	return httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte(v)}}, Checkpoint: []byte(v)}
+func putReq(v string) api.CommitRequest {
+	return api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte(v)}}, Checkpoint: []byte(v)}
 }
 
 // diskMember is member m1 of a group of one stateful task, orders-0, whose
@@ -89,7 +89,7 @@ func TestCommitOnFullDiskRefusedThenResumes(t *testing.T) {
 	d.fill(t)
 	for i := range 20 {
 		_, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i+2)))
-		if !errors.Is(err, httpapi.ErrUnavailable) || !strings.Contains(err.Error(), "nothing was written") {
+		if !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "nothing was written") {
 			t.Fatalf("commit on a full disk = %v, want ErrUnavailable, nothing written", err)
 		}
 	}
@@ -139,7 +139,7 @@ func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
 		return errors.New("not yet")
 	})
 	for i := range 5 {
-		if _, err := m1.a.Commit(ctx, "orders-1", putReq(fmt.Sprint(i))); !errors.Is(err, httpapi.ErrUnavailable) {
+		if _, err := m1.a.Commit(ctx, "orders-1", putReq(fmt.Sprint(i))); !errors.Is(err, api.ErrUnavailable) {
 			t.Fatalf("commit to a task becoming active on a full disk = %v, want ErrUnavailable", err)
 		}
 	}
@@ -191,7 +191,7 @@ func TestPurgedChangelogRefusesActivation(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := m2.a.Commit(ctx, "orders-0", putReq("x")); !errors.Is(err, httpapi.ErrNotOwner) {
+	if _, err := m2.a.Commit(ctx, "orders-0", putReq("x")); !errors.Is(err, api.ErrNotOwner) {
 		t.Fatalf("commit to a task whose state is lost = %v, want ErrNotOwner", err)
 	}
 	if _, ok, err := m2.store.Meta("orders-0"); ok || err != nil {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/statestore"
 )
@@ -365,7 +365,7 @@ func (a *Agent) onProgress(t *task, p restore.Progress) {
 	gen := a.generation
 	a.mu.Unlock()
 	a.publishProgress(group.Progress{
-		LearnerProgress: httpapi.LearnerProgress{
+		LearnerProgress: api.LearnerProgress{
 			Member:   a.opts.MemberID,
 			Task:     t.id,
 			Role:     role,

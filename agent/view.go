@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // Assignment implements httpapi.Backend.
-func (a *Agent) Assignment() httpapi.View {
+func (a *Agent) Assignment() api.View {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.viewLocked()
@@ -21,7 +21,7 @@ func (a *Agent) Assignment() httpapi.View {
 
 // WaitAssignment implements httpapi.Backend: it returns as soon as the view
 // changes past after, or the current view when ctx ends.
-func (a *Agent) WaitAssignment(ctx context.Context, after uint64) httpapi.View {
+func (a *Agent) WaitAssignment(ctx context.Context, after uint64) api.View {
 	for {
 		a.mu.Lock()
 		if a.version > after {
@@ -43,24 +43,24 @@ func (a *Agent) WaitAssignment(ctx context.Context, after uint64) httpapi.View {
 func (a *Agent) stateLocked() string {
 	switch {
 	case a.assigned.Shutdown:
-		return httpapi.StateDone
+		return api.StateDone
 	case a.leavingSince != nil:
-		return httpapi.StateLeaving
+		return api.StateLeaving
 	case !a.included:
-		return httpapi.StateJoining
+		return api.StateJoining
 	default:
-		return httpapi.StateMember
+		return api.StateMember
 	}
 }
 
 // viewLocked builds the worker's view. Callers hold a.mu.
-func (a *Agent) viewLocked() httpapi.View {
-	v := httpapi.View{
+func (a *Agent) viewLocked() api.View {
+	v := api.View{
 		Member:     a.opts.MemberID,
 		Generation: a.generation,
 		Version:    a.version,
 		State:      a.stateLocked(),
-		Tasks:      []httpapi.TaskView{},
+		Tasks:      []api.TaskView{},
 		Revoke:     []string{},
 		Shutdown:   a.assigned.Shutdown,
 	}
@@ -68,7 +68,7 @@ func (a *Agent) viewLocked() httpapi.View {
 	for _, id := range ids {
 		t := a.tasks[id]
 		t.mu.Lock()
-		tv := httpapi.TaskView{ID: id, Role: t.phase.role(), Stateful: t.stateful, Epoch: t.epoch}
+		tv := api.TaskView{ID: id, Role: t.phase.role(), Stateful: t.stateful, Epoch: t.epoch}
 		switch t.phase {
 		case phaseGone:
 			t.mu.Unlock()
@@ -80,7 +80,7 @@ func (a *Agent) viewLocked() httpapi.View {
 		case phaseActivating:
 			// Becoming active: shown as learning until its copy is
 			// current and fenced.
-			tv.Role = httpapi.RoleLearner
+			tv.Role = api.RoleLearner
 			tv.Lag = t.lag.Load()
 		case phaseActive:
 			if t.revoking {
@@ -90,7 +90,7 @@ func (a *Agent) viewLocked() httpapi.View {
 			tv.Lag = t.lag.Load()
 		}
 		t.mu.Unlock()
-		if tv.Role == httpapi.RoleActive && t.stateful {
+		if tv.Role == api.RoleActive && t.stateful {
 			if m, ok, err := a.store.Meta(id); err == nil && ok {
 				tv.Checkpoint, tv.Seq = m.Checkpoint, m.Applied
 			}
@@ -102,7 +102,7 @@ func (a *Agent) viewLocked() httpapi.View {
 
 // Leave implements httpapi.Backend: it marks the member leaving (once) and
 // tells the leader at once.
-func (a *Agent) Leave(ctx context.Context) (httpapi.LeaveStatus, error) {
+func (a *Agent) Leave(ctx context.Context) (api.LeaveStatus, error) {
 	a.mu.Lock()
 	if a.leavingSince == nil {
 		now := time.Now()
@@ -116,9 +116,9 @@ func (a *Agent) Leave(ctx context.Context) (httpapi.LeaveStatus, error) {
 }
 
 // LeaveStatus implements httpapi.Backend.
-func (a *Agent) LeaveStatus() httpapi.LeaveStatus {
+func (a *Agent) LeaveStatus() api.LeaveStatus {
 	a.mu.Lock()
-	s := httpapi.LeaveStatus{
+	s := api.LeaveStatus{
 		State:     a.stateLocked(),
 		Remaining: []string{},
 		Shutdown:  a.assigned.Shutdown,
@@ -178,8 +178,8 @@ func (a *Agent) Ready() error {
 }
 
 // Group implements httpapi.Backend.
-func (a *Agent) Group(ctx context.Context) (httpapi.GroupView, error) {
-	var progress []httpapi.LearnerProgress
+func (a *Agent) Group(ctx context.Context) (api.GroupView, error) {
+	var progress []api.LearnerProgress
 	for _, p := range a.progress.all() {
 		progress = append(progress, p.LearnerProgress)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // DefaultWorkerTimeout is how long a worker may stay detached before its
@@ -207,11 +207,9 @@ func (a *Agent) keepWorkerReleaseLocked(id string, d desired, ok bool) bool {
 	if !mine {
 		return false
 	}
-	if !ok || d.role != httpapi.RoleActive || d.epoch != epoch {
+	if !ok || d.role != api.RoleActive || d.epoch != epoch {
 		delete(a.worker.released, id)
 		return false
 	}
 	return true
 }
-
-var _ httpapi.WorkerObserver = (*Agent)(nil)

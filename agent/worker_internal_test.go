@@ -9,7 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // workerAgent is an Agent with just what the worker watch uses, requiring
@@ -65,7 +65,7 @@ func TestWorkerLost(t *testing.T) {
 			t.Errorf("release of %s = %+v, want %+v", id, r, w)
 		}
 	}
-	if _, err := a.Commit(context.Background(), "t1", httpapi.CommitRequest{Epoch: 3}); !errors.Is(err, httpapi.ErrNotOwner) {
+	if _, err := a.Commit(context.Background(), "t1", api.CommitRequest{Epoch: 3}); !errors.Is(err, api.ErrNotOwner) {
 		t.Errorf("commit after the worker was lost = %v, want ErrNotOwner", err)
 	}
 	if st := t1.state(); st.phase != phaseReleased {
@@ -141,7 +141,7 @@ func TestKeepWorkerReleases(t *testing.T) {
 	stays, leaves := servedTask("a", 3, 10), servedTask("b", 4, 20)
 	a := workerAgent(start, stays, leaves)
 	a.CheckWorker(start.Add(time.Minute))
-	a.keepReleasesLocked(map[string]desired{"a": {role: httpapi.RoleActive, epoch: 3}}, 5)
+	a.keepReleasesLocked(map[string]desired{"a": {role: api.RoleActive, epoch: 3}}, 5)
 	if r, ok := a.releases["a"]; !ok || r.Generation != 5 {
 		t.Errorf("release of a = %+v, %v; want kept at generation 5", r, ok)
 	}

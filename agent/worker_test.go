@@ -13,8 +13,8 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/sidecar"
 )
 
@@ -95,23 +95,23 @@ func TestWorkerWatch(t *testing.T) {
 	if c.kv, err = c.js.KeyValue(ctx, group.BucketName(c.group)); err != nil {
 		t.Fatal(err)
 	}
-	api := client.New("http://" + sc.Addr.String())
+	cl := client.New("http://" + sc.Addr.String())
 
 	waitFor(t, 10*time.Second, "m1's worker detached before any poll", func() error {
-		if w, _ := memberWorker(c, "m1"); w != httpapi.WorkerDetached {
+		if w, _ := memberWorker(c, "m1"); w != api.WorkerDetached {
 			return fmt.Errorf("worker %q", w)
 		}
 		return nil
 	})
-	w := startPoller(api)
+	w := startPoller(cl)
 	active := func() error {
-		v, err := api.Assignment(ctx, 0, 0)
+		v, err := cl.Assignment(ctx, 0, 0)
 		if err != nil {
 			return err
 		}
 		n := 0
 		for _, tv := range v.Tasks {
-			if tv.Role == httpapi.RoleActive {
+			if tv.Role == api.RoleActive {
 				n++
 			}
 		}
@@ -121,13 +121,13 @@ func TestWorkerWatch(t *testing.T) {
 		return nil
 	}
 	waitFor(t, 10*time.Second, "m1's worker attached and both tasks active", func() error {
-		if w, _ := memberWorker(c, "m1"); w != httpapi.WorkerAttached {
+		if w, _ := memberWorker(c, "m1"); w != api.WorkerAttached {
 			return fmt.Errorf("worker %q", w)
 		}
 		return active()
 	})
 	commit := func() error {
-		_, err := api.Commit(ctx, "w-0", httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte("v")}}})
+		_, err := cl.Commit(ctx, "w-0", api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte("v")}}})
 		return err
 	}
 	// The commit changes the view, which may end the poller's open poll
@@ -138,7 +138,7 @@ func TestWorkerWatch(t *testing.T) {
 	}
 	w.stop()
 	waitFor(t, 10*time.Second, "m1's worker lost", func() error {
-		if w, since := memberWorker(c, "m1"); w != httpapi.WorkerLost || since == nil {
+		if w, since := memberWorker(c, "m1"); w != api.WorkerLost || since == nil {
 			return fmt.Errorf("worker %q since %v", w, since)
 		}
 		return nil
@@ -148,14 +148,14 @@ func TestWorkerWatch(t *testing.T) {
 		t.Errorf("lost worker detached since %v: want the end of its last poll, after %v and at least the worker timeout before %v",
 			since, stopping, lost)
 	}
-	if err := commit(); !errors.Is(err, httpapi.ErrNotOwner) {
+	if err := commit(); !errors.Is(err, api.ErrNotOwner) {
 		t.Errorf("commit of the lost worker = %v, want it refused as not_owner", err)
 	}
 
-	w = startPoller(api)
+	w = startPoller(cl)
 	defer w.stop()
 	waitFor(t, 10*time.Second, "m1's worker attached again with both tasks active", func() error {
-		if w, _ := memberWorker(c, "m1"); w != httpapi.WorkerAttached {
+		if w, _ := memberWorker(c, "m1"); w != api.WorkerAttached {
 			return fmt.Errorf("worker %q", w)
 		}
 		return active()

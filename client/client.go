@@ -19,14 +19,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // Error is an error answer of the API. Match it with errors.Is against the
-// sentinels below (or httpapi's), or with errors.As to read its fields.
+// sentinels below (or api's), or with errors.As to read its fields.
 type Error struct {
 	Status  int    // HTTP status
-	Code    string // stable code, such as "not_owner" (httpapi.Code*)
+	Code    string // stable code, such as "not_owner" (api.Code*)
 	Message string // what happened and what to do, for people
 }
 
@@ -38,7 +38,7 @@ func (e *Error) Error() string {
 }
 
 // Is matches another *Error with the same code (the sentinels below), and
-// the httpapi sentinel of the code, so errors.Is(err, httpapi.ErrNotOwner)
+// the api sentinel of the code, so errors.Is(err, api.ErrNotOwner)
 // holds too.
 func (e *Error) Is(target error) bool {
 	if t, ok := target.(*Error); ok {
@@ -51,30 +51,30 @@ func (e *Error) Is(target error) bool {
 var (
 	// ErrNotOwner: this member is not (or no longer) the task's active
 	// owner, or the commit's epoch is stale. Stop processing the task.
-	ErrNotOwner = &Error{Code: httpapi.CodeNotOwner}
+	ErrNotOwner = &Error{Code: api.CodeNotOwner}
 	// ErrNotFound: the key does not exist (Get).
-	ErrNotFound = &Error{Code: httpapi.CodeNotFound}
+	ErrNotFound = &Error{Code: api.CodeNotFound}
 	// ErrUnknownTask: the task is not one of the group's tasks.
-	ErrUnknownTask = &Error{Code: httpapi.CodeUnknownTask}
+	ErrUnknownTask = &Error{Code: api.CodeUnknownTask}
 	// ErrNotRevoked: a release of a task that is not being revoked.
-	ErrNotRevoked = &Error{Code: httpapi.CodeNotRevoked}
+	ErrNotRevoked = &Error{Code: api.CodeNotRevoked}
 	// ErrUnavailable: the agent is not ready or shutting down; retry.
-	ErrUnavailable = &Error{Code: httpapi.CodeUnavailable}
+	ErrUnavailable = &Error{Code: api.CodeUnavailable}
 	// ErrResume: the commit was refused because the agent holds a newer
 	// commit of this task than the worker knows of; don't retry it, restart
 	// the task from the checkpoint in the view (Run does).
-	ErrResume = &Error{Code: httpapi.CodeResume}
+	ErrResume = &Error{Code: api.CodeResume}
 )
 
 var codeSentinels = map[string]error{
-	httpapi.CodeInvalid:     httpapi.ErrInvalid,
-	httpapi.CodeTooLarge:    httpapi.ErrTooLarge,
-	httpapi.CodeUnknownTask: httpapi.ErrUnknownTask,
-	httpapi.CodeNotFound:    httpapi.ErrNotFound,
-	httpapi.CodeNotOwner:    httpapi.ErrNotOwner,
-	httpapi.CodeNotRevoked:  httpapi.ErrNotRevoked,
-	httpapi.CodeResume:      httpapi.ErrResume,
-	httpapi.CodeUnavailable: httpapi.ErrUnavailable,
+	api.CodeInvalid:     api.ErrInvalid,
+	api.CodeTooLarge:    api.ErrTooLarge,
+	api.CodeUnknownTask: api.ErrUnknownTask,
+	api.CodeNotFound:    api.ErrNotFound,
+	api.CodeNotOwner:    api.ErrNotOwner,
+	api.CodeNotRevoked:  api.ErrNotRevoked,
+	api.CodeResume:      api.ErrResume,
+	api.CodeUnavailable: api.ErrUnavailable,
 }
 
 // DefaultCallTimeout bounds each call (a long-poll: its wait plus this)
@@ -136,7 +136,7 @@ func newTransport() *http.Transport {
 // answers as soon as the view's Version exceeds after, or with the current
 // view once wait (capped by the agent) has passed. The call gives up wait
 // plus the call timeout after it began.
-func (c *Client) Assignment(ctx context.Context, after uint64, wait time.Duration) (httpapi.View, error) {
+func (c *Client) Assignment(ctx context.Context, after uint64, wait time.Duration) (api.View, error) {
 	q := url.Values{}
 	if wait > 0 {
 		q.Set("wait", wait.String())
@@ -144,7 +144,7 @@ func (c *Client) Assignment(ctx context.Context, after uint64, wait time.Duratio
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait+c.timeout)
 	defer cancel()
-	var v httpapi.View
+	var v api.View
 	err := c.send(ctx, http.MethodGet, "/assignment", q, nil, &v)
 	return v, err
 }
@@ -152,12 +152,12 @@ func (c *Client) Assignment(ctx context.Context, after uint64, wait time.Duratio
 // Commit atomically applies req to task's state. It fails with ErrNotOwner
 // when this member is not (or no longer) the task's active owner or when
 // req.Epoch is stale.
-func (c *Client) Commit(ctx context.Context, task string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
+func (c *Client) Commit(ctx context.Context, task string, req api.CommitRequest) (api.CommitResult, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return httpapi.CommitResult{}, fmt.Errorf("encode commit of task %s: %w", task, err)
+		return api.CommitResult{}, fmt.Errorf("encode commit of task %s: %w", task, err)
 	}
-	var res httpapi.CommitResult
+	var res api.CommitResult
 	err = c.do(ctx, http.MethodPost, taskPath(task, "commit"), nil, body, &res)
 	return res, err
 }
@@ -166,12 +166,12 @@ func (c *Client) Commit(ctx context.Context, task string, req httpapi.CommitRequ
 // its last commit, so that the hand-off may proceed. epoch, when not 0, is
 // the ownership the worker stopped: the agent refuses (ErrNotOwner) to
 // release the task at any other epoch.
-func (c *Client) Release(ctx context.Context, task string, epoch uint64) (httpapi.ReleaseResult, error) {
+func (c *Client) Release(ctx context.Context, task string, epoch uint64) (api.ReleaseResult, error) {
 	var q url.Values
 	if epoch != 0 {
 		q = url.Values{"epoch": {strconv.FormatUint(epoch, 10)}}
 	}
-	var res httpapi.ReleaseResult
+	var res api.ReleaseResult
 	err := c.do(ctx, http.MethodPost, taskPath(task, "release"), q, nil, &res)
 	return res, err
 }
@@ -187,8 +187,8 @@ func (c *Client) Get(ctx context.Context, task string, key []byte) ([]byte, erro
 // Scan returns task's keys and values in key order, from o.Start on,
 // restricted to o.Prefix, at most o.Limit of them (all if o.Limit <= 0). It
 // reads as many pages as it needs.
-func (c *Client) Scan(ctx context.Context, task string, o httpapi.ScanOptions) ([]httpapi.KV, error) {
-	var out []httpapi.KV
+func (c *Client) Scan(ctx context.Context, task string, o api.ScanOptions) ([]api.KV, error) {
+	var out []api.KV
 	start := o.Start
 	for {
 		q := url.Values{}
@@ -201,7 +201,7 @@ func (c *Client) Scan(ctx context.Context, task string, o httpapi.ScanOptions) (
 		if o.Limit > 0 {
 			q.Set("limit", strconv.Itoa(o.Limit-len(out)))
 		}
-		var page httpapi.ScanResult
+		var page api.ScanResult
 		if err := c.do(ctx, http.MethodGet, taskPath(task, "state"), q, nil, &page); err != nil {
 			return out, err
 		}
@@ -216,22 +216,22 @@ func (c *Client) Scan(ctx context.Context, task string, o httpapi.ScanOptions) (
 // Leave starts a graceful leave of the member (idempotent) and returns its
 // progress. Keep following Assignment: it says shutdown once the member's
 // tasks are handed over.
-func (c *Client) Leave(ctx context.Context) (httpapi.LeaveStatus, error) {
-	var st httpapi.LeaveStatus
+func (c *Client) Leave(ctx context.Context) (api.LeaveStatus, error) {
+	var st api.LeaveStatus
 	err := c.do(ctx, http.MethodPost, "/leave", nil, nil, &st)
 	return st, err
 }
 
 // LeaveStatus returns the progress of the member's leave.
-func (c *Client) LeaveStatus(ctx context.Context) (httpapi.LeaveStatus, error) {
-	var st httpapi.LeaveStatus
+func (c *Client) LeaveStatus(ctx context.Context) (api.LeaveStatus, error) {
+	var st api.LeaveStatus
 	err := c.do(ctx, http.MethodGet, "/leave", nil, nil, &st)
 	return st, err
 }
 
 // Group returns the whole group's view, with learners' progress.
-func (c *Client) Group(ctx context.Context) (httpapi.GroupView, error) {
-	var g httpapi.GroupView
+func (c *Client) Group(ctx context.Context) (api.GroupView, error) {
+	var g api.GroupView
 	err := c.do(ctx, http.MethodGet, "/group", nil, nil, &g)
 	return g, err
 }
@@ -304,7 +304,7 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 }
 
 func decodeError(status int, data []byte) error {
-	var body httpapi.ErrorBody
+	var body api.ErrorBody
 	if err := json.Unmarshal(data, &body); err == nil && body.Code != "" {
 		return &Error{Status: status, Code: body.Code, Message: body.Message}
 	}

@@ -12,15 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
 func TestClientCalls(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeAgent()
-	f.setTask("t1", httpapi.RoleActive, 2, "cp")
-	f.setTask("t2", httpapi.RoleLearner, 1, "")
-	f.setTask("t3", httpapi.RoleActive, 4, "")
+	f.setTask("t1", api.RoleActive, 2, "cp")
+	f.setTask("t2", api.RoleLearner, 1, "")
+	f.setTask("t3", api.RoleActive, 4, "")
 	f.revoke("t3")
 	c := New(serveFake(t, f, httpapi.Options{}).URL + "/")
 
@@ -35,43 +36,43 @@ func TestClientCalls(t *testing.T) {
 			return fmt.Sprint(len(v.Tasks), v.Revoke), err
 		}, want: "3 [t3]"},
 		{name: "commit", call: func() (any, error) {
-			return c.Commit(ctx, "t1", httpapi.CommitRequest{Puts: []httpapi.KV{{Key: []byte("k"), Value: []byte("v")}}, Epoch: 2})
-		}, want: httpapi.CommitResult{Task: "t1", Seq: 1, Epoch: 2}},
+			return c.Commit(ctx, "t1", api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte("v")}}, Epoch: 2})
+		}, want: api.CommitResult{Task: "t1", Seq: 1, Epoch: 2}},
 		{name: "get", call: func() (any, error) {
 			v, err := c.Get(ctx, "t1", []byte("k"))
 			return string(v), err
 		}, want: "v"},
 		{name: "get missing key", call: func() (any, error) { return c.Get(ctx, "t1", []byte("nope")) },
-			wantErr: []error{ErrNotFound, httpapi.ErrNotFound}},
+			wantErr: []error{ErrNotFound, api.ErrNotFound}},
 		{name: "get unknown task", call: func() (any, error) { return c.Get(ctx, "t9", []byte("k")) },
-			wantErr: []error{ErrUnknownTask, httpapi.ErrUnknownTask}},
+			wantErr: []error{ErrUnknownTask, api.ErrUnknownTask}},
 		{name: "get learner task", call: func() (any, error) { return c.Get(ctx, "t2", []byte("k")) },
-			wantErr: []error{ErrNotOwner, httpapi.ErrNotOwner}},
-		{name: "commit stale epoch", call: func() (any, error) { return c.Commit(ctx, "t1", httpapi.CommitRequest{Epoch: 1}) },
+			wantErr: []error{ErrNotOwner, api.ErrNotOwner}},
+		{name: "commit stale epoch", call: func() (any, error) { return c.Commit(ctx, "t1", api.CommitRequest{Epoch: 1}) },
 			wantErr: []error{ErrNotOwner}},
 		{name: "commit empty key", call: func() (any, error) {
-			return c.Commit(ctx, "t1", httpapi.CommitRequest{Deletes: [][]byte{{}}})
-		}, wantErr: []error{httpapi.ErrInvalid}},
+			return c.Commit(ctx, "t1", api.CommitRequest{Deletes: [][]byte{{}}})
+		}, wantErr: []error{api.ErrInvalid}},
 		{name: "invalid task ID", call: func() (any, error) { return c.Release(ctx, "a/b", 0) },
-			wantErr: []error{httpapi.ErrInvalid}},
+			wantErr: []error{api.ErrInvalid}},
 		{name: "release not revoked", call: func() (any, error) { return c.Release(ctx, "t1", 0) },
-			wantErr: []error{ErrNotRevoked, httpapi.ErrNotRevoked}},
+			wantErr: []error{ErrNotRevoked, api.ErrNotRevoked}},
 		{name: "release at another epoch", call: func() (any, error) { return c.Release(ctx, "t3", 9) },
-			wantErr: []error{ErrNotOwner, httpapi.ErrNotOwner}},
+			wantErr: []error{ErrNotOwner, api.ErrNotOwner}},
 		{name: "release", call: func() (any, error) { return c.Release(ctx, "t3", 4) },
-			want: httpapi.ReleaseResult{Task: "t3", Epoch: 4}},
+			want: api.ReleaseResult{Task: "t3", Epoch: 4}},
 		{name: "scan", call: func() (any, error) {
-			kvs, err := c.Scan(ctx, "t1", httpapi.ScanOptions{})
+			kvs, err := c.Scan(ctx, "t1", api.ScanOptions{})
 			return fmt.Sprint(len(kvs)), err
 		}, want: "1"},
 		{name: "leave", call: func() (any, error) {
 			st, err := c.Leave(ctx)
 			return st.State, err
-		}, want: httpapi.StateLeaving},
+		}, want: api.StateLeaving},
 		{name: "leave status", call: func() (any, error) {
 			st, err := c.LeaveStatus(ctx)
 			return st.State, err
-		}, want: httpapi.StateMember},
+		}, want: api.StateMember},
 		{name: "group", call: func() (any, error) {
 			g, err := c.Group(ctx)
 			return g.Group, err
@@ -82,7 +83,7 @@ func TestClientCalls(t *testing.T) {
 			f.ready = errors.New("joining")
 			f.mu.Unlock()
 			return nil, c.Ready(ctx)
-		}, wantErr: []error{ErrUnavailable, httpapi.ErrUnavailable}},
+		}, wantErr: []error{ErrUnavailable, api.ErrUnavailable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,21 +111,21 @@ func TestClientCalls(t *testing.T) {
 }
 
 func TestErrorIsOnlyItsCode(t *testing.T) {
-	err := fmt.Errorf("commit: %w", &Error{Status: 409, Code: httpapi.CodeNotOwner, Message: "m"})
-	for _, other := range []error{ErrNotFound, ErrUnknownTask, ErrNotRevoked, ErrUnavailable, httpapi.ErrNotFound} {
+	err := fmt.Errorf("commit: %w", &Error{Status: 409, Code: api.CodeNotOwner, Message: "m"})
+	for _, other := range []error{ErrNotFound, ErrUnknownTask, ErrNotRevoked, ErrUnavailable, api.ErrNotFound} {
 		if errors.Is(err, other) {
 			t.Errorf("errors.Is(not_owner error, %v) = true, want false", other)
 		}
 	}
-	if !errors.Is(err, ErrNotOwner) || !errors.Is(err, httpapi.ErrNotOwner) {
-		t.Errorf("not_owner error does not match ErrNotOwner and httpapi.ErrNotOwner")
+	if !errors.Is(err, ErrNotOwner) || !errors.Is(err, api.ErrNotOwner) {
+		t.Errorf("not_owner error does not match ErrNotOwner and api.ErrNotOwner")
 	}
 }
 
 func TestToken(t *testing.T) {
 	f := newFakeAgent()
 	srv := serveFake(t, f, httpapi.Options{Token: "s3cret"})
-	if _, err := New(srv.URL).Assignment(context.Background(), 0, 0); !isCode(err, httpapi.CodeUnauthorized) {
+	if _, err := New(srv.URL).Assignment(context.Background(), 0, 0); !isCode(err, api.CodeUnauthorized) {
 		t.Errorf("without token: err = %v, want unauthorized", err)
 	}
 	if _, err := New(srv.URL, WithToken("s3cret")).Assignment(context.Background(), 0, 0); err != nil {
@@ -135,12 +136,12 @@ func TestToken(t *testing.T) {
 func TestBinaryKeysRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeAgent()
-	f.setTask("t1", httpapi.RoleActive, 1, "")
+	f.setTask("t1", api.RoleActive, 1, "")
 	c := New(serveFake(t, f, httpapi.Options{}).URL)
 	keys := [][]byte{{0x00, 0xff}, []byte("a/b"), []byte(".."), []byte("."), []byte("%"), []byte("?x#y"), []byte(" +"), []byte("é"), {'\n'}}
 	for i, k := range keys {
 		val := []byte{byte(i), 0x00, 0xff}
-		if _, err := c.Commit(ctx, "t1", httpapi.CommitRequest{Puts: []httpapi.KV{{Key: k, Value: val}}}); err != nil {
+		if _, err := c.Commit(ctx, "t1", api.CommitRequest{Puts: []api.KV{{Key: k, Value: val}}}); err != nil {
 			t.Fatalf("commit key %q: %v", k, err)
 		}
 		got, err := c.Get(ctx, "t1", k)
@@ -148,7 +149,7 @@ func TestBinaryKeysRoundTrip(t *testing.T) {
 			t.Errorf("Get(%q) = %x, %v; want %x", k, got, err, val)
 		}
 	}
-	kvs, err := c.Scan(ctx, "t1", httpapi.ScanOptions{Prefix: []byte{0x00}})
+	kvs, err := c.Scan(ctx, "t1", api.ScanOptions{Prefix: []byte{0x00}})
 	if err != nil || len(kvs) != 1 || !bytes.Equal(kvs[0].Key, keys[0]) {
 		t.Errorf("Scan(prefix 00) = %v, %v; want the one key 00ff", kvs, err)
 	}
@@ -157,26 +158,26 @@ func TestBinaryKeysRoundTrip(t *testing.T) {
 func TestScanPages(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeAgent()
-	f.setTask("t1", httpapi.RoleActive, 1, "")
-	var puts []httpapi.KV
+	f.setTask("t1", api.RoleActive, 1, "")
+	var puts []api.KV
 	for i := range 10 {
-		puts = append(puts, httpapi.KV{Key: fmt.Appendf(nil, "k%02d", i), Value: []byte("v")})
+		puts = append(puts, api.KV{Key: fmt.Appendf(nil, "k%02d", i), Value: []byte("v")})
 	}
-	puts = append(puts, httpapi.KV{Key: []byte("z"), Value: []byte("v")})
+	puts = append(puts, api.KV{Key: []byte("z"), Value: []byte("v")})
 	c := New(serveFake(t, f, httpapi.Options{MaxScanLimit: 3}).URL)
-	if _, err := c.Commit(ctx, "t1", httpapi.CommitRequest{Puts: puts}); err != nil {
+	if _, err := c.Commit(ctx, "t1", api.CommitRequest{Puts: puts}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name  string
-		o     httpapi.ScanOptions
+		o     api.ScanOptions
 		first string
 		n     int
 	}{
-		{"all", httpapi.ScanOptions{}, "k00", 11},
-		{"prefix", httpapi.ScanOptions{Prefix: []byte("k")}, "k00", 10},
-		{"limit over pages", httpapi.ScanOptions{Limit: 5}, "k00", 5},
-		{"start", httpapi.ScanOptions{Prefix: []byte("k"), Start: []byte("k07")}, "k07", 3},
+		{"all", api.ScanOptions{}, "k00", 11},
+		{"prefix", api.ScanOptions{Prefix: []byte("k")}, "k00", 10},
+		{"limit over pages", api.ScanOptions{Limit: 5}, "k00", 5},
+		{"start", api.ScanOptions{Prefix: []byte("k"), Start: []byte("k07")}, "k07", 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,7 +201,7 @@ func TestAssignmentLongPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan httpapi.View, 1)
+	got := make(chan api.View, 1)
 	go func() {
 		nv, err := c.Assignment(context.Background(), v.Version, time.Minute)
 		if err != nil {
@@ -208,7 +209,7 @@ func TestAssignmentLongPoll(t *testing.T) {
 		}
 		got <- nv
 	}()
-	f.setTask("t1", httpapi.RoleActive, 1, "")
+	f.setTask("t1", api.RoleActive, 1, "")
 	select {
 	case nv := <-got:
 		if nv.Version <= v.Version {
@@ -221,7 +222,7 @@ func TestAssignmentLongPoll(t *testing.T) {
 
 func TestConnectionsAreReused(t *testing.T) {
 	f := newFakeAgent()
-	f.setTask("t1", httpapi.RoleActive, 1, "")
+	f.setTask("t1", api.RoleActive, 1, "")
 	srv := httptest.NewUnstartedServer(httpapi.New(f, httpapi.Options{}).Handler())
 	var conns atomic.Int32
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -237,7 +238,7 @@ func TestConnectionsAreReused(t *testing.T) {
 		if _, err := c.Get(ctx, "t1", []byte("missing")); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Get = %v, want not found", err)
 		}
-		if _, err := c.Commit(ctx, "t1", httpapi.CommitRequest{}); err != nil {
+		if _, err := c.Commit(ctx, "t1", api.CommitRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -265,7 +266,7 @@ func FuzzGetKey(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	agent.setTask("t1", api.RoleActive, 1, "")
 	srv := httptest.NewServer(httpapi.New(agent, httpapi.Options{}).Handler())
 	defer srv.Close()
 	c := New(srv.URL)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -120,15 +121,15 @@ func (f *fakeAgent) value(task, key string) (string, bool) {
 	return string(v), ok
 }
 
-func (f *fakeAgent) viewLocked() httpapi.View {
-	v := httpapi.View{Member: "m1", Generation: 1, Version: f.version, State: httpapi.StateMember, Shutdown: f.shutdown}
+func (f *fakeAgent) viewLocked() api.View {
+	v := api.View{Member: "m1", Generation: 1, Version: f.version, State: api.StateMember, Shutdown: f.shutdown}
 	if f.done {
-		v.State = httpapi.StateDone
+		v.State = api.StateDone
 	}
 	for _, id := range f.order {
 		t := f.tasks[id]
-		tv := httpapi.TaskView{ID: id, Role: t.role, Stateful: true, Epoch: t.epoch}
-		if t.role == httpapi.RoleActive {
+		tv := api.TaskView{ID: id, Role: t.role, Stateful: true, Epoch: t.epoch}
+		if t.role == api.RoleActive {
 			tv.Checkpoint, tv.Seq = t.checkpoint, t.seq
 		}
 		v.Tasks = append(v.Tasks, tv)
@@ -139,13 +140,13 @@ func (f *fakeAgent) viewLocked() httpapi.View {
 	return v
 }
 
-func (f *fakeAgent) Assignment() httpapi.View {
+func (f *fakeAgent) Assignment() api.View {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.viewLocked()
 }
 
-func (f *fakeAgent) WaitAssignment(ctx context.Context, after uint64) httpapi.View {
+func (f *fakeAgent) WaitAssignment(ctx context.Context, after uint64) api.View {
 	for {
 		f.mu.Lock()
 		v, ch := f.viewLocked(), f.changed
@@ -164,34 +165,34 @@ func (f *fakeAgent) WaitAssignment(ctx context.Context, after uint64) httpapi.Vi
 func (f *fakeAgent) activeLocked(id string) (*fakeTask, error) {
 	t, ok := f.tasks[id]
 	if !ok {
-		return nil, fmt.Errorf("task %s is not assigned to member m1: %w", id, httpapi.ErrUnknownTask)
+		return nil, fmt.Errorf("task %s is not assigned to member m1: %w", id, api.ErrUnknownTask)
 	}
-	if t.role != httpapi.RoleActive {
-		return nil, fmt.Errorf("task %s is not active on member m1 (it is a %s): %w", id, t.role, httpapi.ErrNotOwner)
+	if t.role != api.RoleActive {
+		return nil, fmt.Errorf("task %s is not active on member m1 (it is a %s): %w", id, t.role, api.ErrNotOwner)
 	}
 	return t, nil
 }
 
-func (f *fakeAgent) Release(_ context.Context, id string, epoch uint64) (httpapi.ReleaseResult, error) {
+func (f *fakeAgent) Release(_ context.Context, id string, epoch uint64) (api.ReleaseResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail["Release"]; err != nil {
-		return httpapi.ReleaseResult{}, err
+		return api.ReleaseResult{}, err
 	}
 	t, ok := f.tasks[id]
 	if !ok {
-		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is not assigned to member m1: %w", id, httpapi.ErrUnknownTask)
+		return api.ReleaseResult{}, fmt.Errorf("task %s is not assigned to member m1: %w", id, api.ErrUnknownTask)
 	}
 	if epoch != 0 && epoch != t.epoch {
-		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is at epoch %d, not %d: %w", id, t.epoch, epoch, httpapi.ErrNotOwner)
+		return api.ReleaseResult{}, fmt.Errorf("task %s is at epoch %d, not %d: %w", id, t.epoch, epoch, api.ErrNotOwner)
 	}
 	if !t.revoked {
-		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is not being revoked: %w", id, httpapi.ErrNotRevoked)
+		return api.ReleaseResult{}, fmt.Errorf("task %s is not being revoked: %w", id, api.ErrNotRevoked)
 	}
 	f.ops = append(f.ops, "release "+id)
 	f.removeLocked(id)
 	f.bumpLocked()
-	return httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.seq}, nil
+	return api.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.seq}, nil
 }
 
 func (f *fakeAgent) Get(id string, key []byte) ([]byte, error) {
@@ -203,12 +204,12 @@ func (f *fakeAgent) Get(id string, key []byte) ([]byte, error) {
 	}
 	v, ok := t.data[string(key)]
 	if !ok {
-		return nil, fmt.Errorf("task %s has no key %q: %w", id, key, httpapi.ErrNotFound)
+		return nil, fmt.Errorf("task %s has no key %q: %w", id, key, api.ErrNotFound)
 	}
 	return v, nil
 }
 
-func (f *fakeAgent) Scan(id string, o httpapi.ScanOptions) ([]httpapi.KV, error) {
+func (f *fakeAgent) Scan(id string, o api.ScanOptions) ([]api.KV, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, err := f.activeLocked(id)
@@ -225,25 +226,25 @@ func (f *fakeAgent) Scan(id string, o httpapi.ScanOptions) ([]httpapi.KV, error)
 	if o.Limit > 0 && len(keys) > o.Limit {
 		keys = keys[:o.Limit]
 	}
-	out := []httpapi.KV{}
+	out := []api.KV{}
 	for _, k := range keys {
-		out = append(out, httpapi.KV{Key: []byte(k), Value: t.data[k]})
+		out = append(out, api.KV{Key: []byte(k), Value: t.data[k]})
 	}
 	return out, nil
 }
 
-func (f *fakeAgent) Commit(_ context.Context, id string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
+func (f *fakeAgent) Commit(_ context.Context, id string, req api.CommitRequest) (api.CommitResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.fail["Commit"]; err != nil {
-		return httpapi.CommitResult{}, err
+		return api.CommitResult{}, err
 	}
 	t, err := f.activeLocked(id)
 	if err != nil {
-		return httpapi.CommitResult{}, err
+		return api.CommitResult{}, err
 	}
 	if req.Epoch != 0 && req.Epoch != t.epoch {
-		return httpapi.CommitResult{}, fmt.Errorf("task %s is at epoch %d, the commit is for epoch %d: %w", id, t.epoch, req.Epoch, httpapi.ErrNotOwner)
+		return api.CommitResult{}, fmt.Errorf("task %s is at epoch %d, the commit is for epoch %d: %w", id, t.epoch, req.Epoch, api.ErrNotOwner)
 	}
 	for _, kv := range req.Puts {
 		t.data[string(kv.Key)] = kv.Value
@@ -258,24 +259,24 @@ func (f *fakeAgent) Commit(_ context.Context, id string, req httpapi.CommitReque
 	f.ops = append(f.ops, fmt.Sprintf("commit %s %s", id, req.Checkpoint))
 	if err := f.fail["CommitAck"]; err != nil {
 		// Committed, but the acknowledgement is lost.
-		return httpapi.CommitResult{}, err
+		return api.CommitResult{}, err
 	}
-	return httpapi.CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil
+	return api.CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil
 }
 
-func (f *fakeAgent) Leave(context.Context) (httpapi.LeaveStatus, error) {
+func (f *fakeAgent) Leave(context.Context) (api.LeaveStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ops = append(f.ops, "leave")
-	return httpapi.LeaveStatus{State: httpapi.StateLeaving, Remaining: []string{}}, nil
+	return api.LeaveStatus{State: api.StateLeaving, Remaining: []string{}}, nil
 }
 
-func (f *fakeAgent) LeaveStatus() httpapi.LeaveStatus {
-	return httpapi.LeaveStatus{State: httpapi.StateMember, Remaining: []string{}}
+func (f *fakeAgent) LeaveStatus() api.LeaveStatus {
+	return api.LeaveStatus{State: api.StateMember, Remaining: []string{}}
 }
 
-func (f *fakeAgent) Group(context.Context) (httpapi.GroupView, error) {
-	return httpapi.GroupView{Group: "demo", Leader: "m1"}, nil
+func (f *fakeAgent) Group(context.Context) (api.GroupView, error) {
+	return api.GroupView{Group: "demo", Leader: "m1"}, nil
 }
 
 func (f *fakeAgent) Ready() error {

@@ -10,9 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/rs/zerolog"
-
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 // ErrStopped is the cause (context.Cause) of a task context that Run
@@ -71,10 +70,10 @@ func (r *taskRun) last() (seq uint64, checkpoint []byte) {
 // ErrStopped, they still run, for up to RunOptions.StopTimeout, so the
 // TaskFunc can finish its batch and make its final commit with the ctx it
 // was given. Any other end of ctx (a deadline of the caller's) ends them.
-func (t Task) Commit(ctx context.Context, puts []httpapi.KV, deletes [][]byte, checkpoint []byte) (httpapi.CommitResult, error) {
+func (t Task) Commit(ctx context.Context, puts []api.KV, deletes [][]byte, checkpoint []byte) (api.CommitResult, error) {
 	ctx, cancel := t.context(ctx)
 	defer cancel()
-	res, err := t.Client.Commit(ctx, t.ID, httpapi.CommitRequest{Puts: puts, Deletes: deletes, Checkpoint: checkpoint, Epoch: t.Epoch})
+	res, err := t.Client.Commit(ctx, t.ID, api.CommitRequest{Puts: puts, Deletes: deletes, Checkpoint: checkpoint, Epoch: t.Epoch})
 	if err != nil {
 		return res, fmt.Errorf("commit task %s at epoch %d: %w", t.ID, t.Epoch, err)
 	}
@@ -99,7 +98,7 @@ func (t Task) Get(ctx context.Context, key []byte) ([]byte, error) {
 
 // Scan reads this task's state; see Client.Scan. It keeps working after a
 // stop, like Commit.
-func (t Task) Scan(ctx context.Context, o httpapi.ScanOptions) ([]httpapi.KV, error) {
+func (t Task) Scan(ctx context.Context, o api.ScanOptions) ([]api.KV, error) {
 	ctx, cancel := t.context(ctx)
 	defer cancel()
 	return t.Client.Scan(ctx, t.ID, o)
@@ -231,7 +230,7 @@ func Run(ctx context.Context, c *Client, fn TaskFunc, opts RunOptions) error {
 	r := &runner{c: c, fn: fn, opts: opts, log: opts.Logger, tasks: map[string]*supervisor{}, exited: make(chan *supervisor), releasedIdle: map[string]uint64{}, lastCommit: map[string]commitPoint{}}
 
 	pollCtx, cancelPoll := context.WithCancel(ctx)
-	views := make(chan httpapi.View)
+	views := make(chan api.View)
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
@@ -305,7 +304,7 @@ func (r *runner) emit(ev Event) {
 // poll long-polls the assignment and hands each view to Run. The first
 // request, and the first after an error, does not wait, so that Run sees
 // the current view at once.
-func (r *runner) poll(ctx context.Context, views chan<- httpapi.View) {
+func (r *runner) poll(ctx context.Context, views chan<- api.View) {
 	var after uint64
 	current := false
 	failures := 0
@@ -343,15 +342,15 @@ func (r *runner) poll(ctx context.Context, views chan<- httpapi.View) {
 
 // apply starts and stops tasks to match v and reports whether v says
 // shutdown.
-func (r *runner) apply(ctx context.Context, v httpapi.View) (shutdown bool) {
+func (r *runner) apply(ctx context.Context, v api.View) (shutdown bool) {
 	revoked := make(map[string]bool, len(v.Revoke))
 	for _, id := range v.Revoke {
 		revoked[id] = true
 	}
-	want := map[string]httpapi.TaskView{}
+	want := map[string]api.TaskView{}
 	var order []string
 	for _, tv := range v.Tasks {
-		if tv.Role == httpapi.RoleActive && !revoked[tv.ID] {
+		if tv.Role == api.RoleActive && !revoked[tv.ID] {
 			want[tv.ID] = tv
 			order = append(order, tv.ID)
 		}
@@ -390,15 +389,15 @@ func (r *runner) apply(ctx context.Context, v httpapi.View) (shutdown bool) {
 		}
 	}
 	r.releaseIdle(ctx, v, revoked)
-	return v.Shutdown || v.State == httpapi.StateDone
+	return v.Shutdown || v.State == api.StateDone
 }
 
 // releaseIdle releases the revoked tasks this worker never ran (revoked
 // before it started them): there is nothing to stop, and the move should
 // not wait for the agent's release timeout.
-func (r *runner) releaseIdle(ctx context.Context, v httpapi.View, revoked map[string]bool) {
+func (r *runner) releaseIdle(ctx context.Context, v api.View, revoked map[string]bool) {
 	for _, tv := range v.Tasks {
-		if !revoked[tv.ID] || tv.Role != httpapi.RoleActive {
+		if !revoked[tv.ID] || tv.Role != api.RoleActive {
 			continue
 		}
 		if _, running := r.tasks[tv.ID]; running || r.releasedIdle[tv.ID] == tv.Epoch {
@@ -450,7 +449,7 @@ func (r *runner) waitAll() {
 	}
 }
 
-func (r *runner) start(ctx context.Context, tv httpapi.TaskView) {
+func (r *runner) start(ctx context.Context, tv api.TaskView) {
 	// A view that starts a task again at the epoch of an earlier run here
 	// may have been built while that run was still committing: its last
 	// commit is then the newer checkpoint (only this worker commits at this
@@ -481,7 +480,7 @@ func (r *runner) start(ctx context.Context, tv httpapi.TaskView) {
 // release after it stopped.
 type supervisor struct {
 	r      *runner
-	tv     httpapi.TaskView
+	tv     api.TaskView
 	ctx    context.Context // ends (cause ErrStopped) when the task must stop
 	cancel context.CancelCauseFunc
 	run    *taskRun
@@ -489,7 +488,7 @@ type supervisor struct {
 
 	// Owned by Run's goroutine.
 	stopping bool
-	next     *httpapi.TaskView
+	next     *api.TaskView
 	// release says to release the task once stopped; Run sets it, the
 	// supervisor reads it after fn returned.
 	release atomic.Bool
@@ -517,8 +516,8 @@ func (s *supervisor) supervise() {
 			}
 			break
 		}
-		if isCode(err, httpapi.CodeNotOwner) {
-			s.r.emit(Event{Type: EventRefused, Task: tv.ID, Epoch: tv.Epoch, Code: httpapi.CodeNotOwner})
+		if isCode(err, api.CodeNotOwner) {
+			s.r.emit(Event{Type: EventRefused, Task: tv.ID, Epoch: tv.Epoch, Code: api.CodeNotOwner})
 			s.log.Info().Err(err).Msg("the agent says this member is not the task's owner: leaving the task alone")
 			<-s.ctx.Done()
 			return
@@ -529,7 +528,7 @@ func (s *supervisor) supervise() {
 			break
 		}
 		var backoff time.Duration
-		if isCode(err, httpapi.CodeResume) {
+		if isCode(err, api.CodeResume) {
 			// Not a failure: the agent holds a commit the task function
 			// was not told of. Restart at once from the checkpoint that
 			// includes it.
@@ -575,7 +574,7 @@ func (s *supervisor) call(t Task) (err error) {
 // task as a learner at this epoch, it is being activated again (its copy
 // missed a commit and is catching up), and the checkpoint it will show
 // once active may be newer than any acknowledged here: wait for it.
-func (s *supervisor) latestCheckpoint(tv httpapi.TaskView) []byte {
+func (s *supervisor) latestCheckpoint(tv api.TaskView) []byte {
 	_, last := s.run.last()
 	var after uint64
 	for {
@@ -584,14 +583,14 @@ func (s *supervisor) latestCheckpoint(tv httpapi.TaskView) []byte {
 			s.log.Debug().Err(err).Msg("read the task's checkpoint; using the last one committed here")
 			return last
 		}
-		i := slices.IndexFunc(v.Tasks, func(t httpapi.TaskView) bool { return t.ID == tv.ID && t.Epoch == tv.Epoch })
+		i := slices.IndexFunc(v.Tasks, func(t api.TaskView) bool { return t.ID == tv.ID && t.Epoch == tv.Epoch })
 		if i < 0 {
 			return last // the task left: the runner stops this supervisor
 		}
 		switch v.Tasks[i].Role {
-		case httpapi.RoleActive:
+		case api.RoleActive:
 			return v.Tasks[i].Checkpoint
-		case httpapi.RoleLearner:
+		case api.RoleLearner:
 			after = v.Version
 		default:
 			return last
@@ -611,7 +610,7 @@ func (s *supervisor) doRelease() {
 			s.log.Info().Uint64("seq", res.Seq).Msg("task released")
 			return
 		}
-		if isCode(err, httpapi.CodeNotRevoked, httpapi.CodeUnknownTask, httpapi.CodeNotOwner) {
+		if isCode(err, api.CodeNotRevoked, api.CodeUnknownTask, api.CodeNotOwner) {
 			// The task left without a revoke (moved after a failure); there
 			// is nothing to hand over from here.
 			s.log.Info().Err(err).Msg("release not needed")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/httpapi"
 )
 
@@ -99,14 +100,14 @@ func finalCommit(ctx context.Context, t Task) error {
 	if !errors.Is(context.Cause(ctx), ErrStopped) {
 		return fmt.Errorf("task context ended with cause %v, want ErrStopped", context.Cause(ctx))
 	}
-	_, err := t.Commit(ctx, []httpapi.KV{{Key: []byte("k"), Value: []byte("last")}}, nil, fmt.Appendf(nil, "final-%d", t.Epoch))
+	_, err := t.Commit(ctx, []api.KV{{Key: []byte("k"), Value: []byte("last")}}, nil, fmt.Appendf(nil, "final-%d", t.Epoch))
 	return err
 }
 
 func TestRunStartsActiveTasksOnly(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 3, "cp1")
-	agent.setTask("t2", httpapi.RoleLearner, 1, "")
+	agent.setTask("t1", api.RoleActive, 3, "cp1")
+	agent.setTask("t2", api.RoleLearner, 1, "")
 	started := make(chan Task, 10)
 	h := startRun(t, agent, func(ctx context.Context, t Task) error {
 		started <- t
@@ -120,7 +121,7 @@ func TestRunStartsActiveTasksOnly(t *testing.T) {
 	if got := <-started; got.ID != "t1" || got.Epoch != 3 || string(got.Checkpoint) != "cp1" || !got.Stateful || got.Client == nil {
 		t.Errorf("fn got %+v, want t1 at epoch 3 from cp1 with a client", got)
 	}
-	agent.setTask("t2", httpapi.RoleActive, 2, "cp2") // promoted
+	agent.setTask("t2", api.RoleActive, 2, "cp2") // promoted
 	h.expect("t2", EventStart)
 	if got := <-started; got.ID != "t2" || got.Epoch != 2 {
 		t.Errorf("fn got %+v, want t2 at epoch 2", got)
@@ -129,7 +130,7 @@ func TestRunStartsActiveTasksOnly(t *testing.T) {
 
 func TestRunRevokeCommitsThenReleases(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 3, "cp1")
+	agent.setTask("t1", api.RoleActive, 3, "cp1")
 	h := startRun(t, agent, finalCommit, nil)
 	h.expect("t1", EventStart)
 	agent.revoke("t1")
@@ -147,7 +148,7 @@ func TestRunRevokeCommitsThenReleases(t *testing.T) {
 
 func TestRunShutdown(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	agent.setTask("t1", api.RoleActive, 1, "")
 	h := startRun(t, agent, finalCommit, nil)
 	h.expect("t1", EventStart)
 	agent.revoke("t1")
@@ -171,7 +172,7 @@ func TestRunReturnsWhenDone(t *testing.T) {
 
 func TestRunRestartsFailedTaskFromLatestCheckpoint(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 1, "cp1")
+	agent.setTask("t1", api.RoleActive, 1, "cp1")
 	var calls atomic.Int32
 	checkpoints := make(chan string, 10)
 	h := startRun(t, agent, func(ctx context.Context, t Task) error {
@@ -199,8 +200,8 @@ func TestRunRestartsFailedTaskFromLatestCheckpoint(t *testing.T) {
 
 func TestRunLeavesRefusedTaskAlone(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 1, "")
-	agent.setFail("Commit", fmt.Errorf("task t1 is owned by m2 now: %w", httpapi.ErrNotOwner))
+	agent.setTask("t1", api.RoleActive, 1, "")
+	agent.setFail("Commit", fmt.Errorf("task t1 is owned by m2 now: %w", api.ErrNotOwner))
 	var calls atomic.Int32
 	h := startRun(t, agent, func(ctx context.Context, t Task) error {
 		calls.Add(1)
@@ -208,11 +209,11 @@ func TestRunLeavesRefusedTaskAlone(t *testing.T) {
 		return err
 	}, nil)
 	h.expect("t1", EventStart)
-	if ev := h.expect("t1", EventRefused)[0]; ev.Code != httpapi.CodeNotOwner {
+	if ev := h.expect("t1", EventRefused)[0]; ev.Code != api.CodeNotOwner {
 		t.Errorf("refused event = %+v, want code not_owner", ev)
 	}
 	agent.remove("t1")
-	agent.setTask("t2", httpapi.RoleActive, 1, "")
+	agent.setTask("t2", api.RoleActive, 1, "")
 	h.expect("t2", EventStart) // t1 got no stop, release or restart in between
 	if n := calls.Load(); n != 2 {
 		t.Errorf("fn called %d times, want once per task", n)
@@ -224,7 +225,7 @@ func TestRunLeavesRefusedTaskAlone(t *testing.T) {
 
 func TestRunRestartsOnEpochChange(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	agent.setTask("t1", api.RoleActive, 1, "")
 	h := startRun(t, agent, finalCommit, nil)
 	h.expect("t1", EventStart)
 	agent.setEpoch("t1", 2)
@@ -240,8 +241,8 @@ func TestRunRestartsOnEpochChange(t *testing.T) {
 
 func TestRunStopsTaskThatDisappears(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 1, "")
-	agent.setTask("t2", httpapi.RoleActive, 1, "")
+	agent.setTask("t1", api.RoleActive, 1, "")
+	agent.setTask("t2", api.RoleActive, 1, "")
 	h := startRun(t, agent, func(ctx context.Context, _ Task) error {
 		<-ctx.Done()
 		return context.Cause(ctx)
@@ -258,7 +259,7 @@ func TestRunStopsTaskThatDisappears(t *testing.T) {
 
 func TestRunStopsTasksWhenContextEnds(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	agent.setTask("t1", api.RoleActive, 1, "")
 	h := startRun(t, agent, finalCommit, nil)
 	h.expect("t1", EventStart)
 	h.cancel()
@@ -275,7 +276,7 @@ func TestRunStopsTasksWhenContextEnds(t *testing.T) {
 
 func TestRunRetriesUnreachableAgent(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 1, "")
+	agent.setTask("t1", api.RoleActive, 1, "")
 	var fails atomic.Int32
 	flaky := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -333,7 +334,7 @@ func TestTaskContextOutlivesStopOnly(t *testing.T) {
 // first saw it active is released at once, with no start.
 func TestRunReleasesRevokedTaskItNeverRan(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 4, "cp")
+	agent.setTask("t1", api.RoleActive, 4, "cp")
 	agent.revoke("t1")
 	started := make(chan struct{}, 1)
 	h := startRun(t, agent, func(ctx context.Context, t Task) error {
@@ -361,7 +362,7 @@ func TestRunReleasesRevokedTaskItNeverRan(t *testing.T) {
 // the (older) view that gave it back.
 func TestRunRestartAtSameEpochResumesAfterTheLastCommit(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 2, "c0")
+	agent.setTask("t1", api.RoleActive, 2, "c0")
 	stopping := make(chan struct{})
 	proceed := make(chan struct{})
 	starts := make(chan Task, 2)
@@ -381,7 +382,7 @@ func TestRunRestartAtSameEpochResumesAfterTheLastCommit(t *testing.T) {
 	<-starts
 	agent.remove("t1")
 	<-stopping
-	agent.setTask("t1", httpapi.RoleActive, 2, "c0") // the view still says c0
+	agent.setTask("t1", api.RoleActive, 2, "c0") // the view still says c0
 	close(proceed)
 	h.expect("t1", EventStop, EventStart)
 	if got := <-starts; string(got.Checkpoint) != "c1" {
@@ -395,7 +396,7 @@ func TestRunRestartAtSameEpochResumesAfterTheLastCommit(t *testing.T) {
 // acknowledged one.
 func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 2, "c0")
+	agent.setTask("t1", api.RoleActive, 2, "c0")
 	starts := make(chan Task, 2)
 	lost := make(chan error, 1)
 	h := startRun(t, agent, func(ctx context.Context, tk Task) error {
@@ -407,7 +408,7 @@ func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
 		if _, err := tk.Commit(ctx, nil, nil, []byte("c1")); err != nil {
 			return err
 		}
-		agent.setFail("CommitAck", httpapi.ErrUnavailable)
+		agent.setFail("CommitAck", api.ErrUnavailable)
 		_, err := tk.Commit(ctx, nil, nil, []byte("c2"))
 		agent.setFail("CommitAck", nil)
 		lost <- err
@@ -421,7 +422,7 @@ func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
 	}
 	agent.remove("t1")
 	h.expect("t1", EventStop)
-	agent.setTaskAt("t1", httpapi.RoleActive, 2, "c2", 2) // the agent caught up with c2
+	agent.setTaskAt("t1", api.RoleActive, 2, "c2", 2) // the agent caught up with c2
 	h.expect("t1", EventStart)
 	if got := <-starts; string(got.Checkpoint) != "c2" {
 		t.Errorf("restarted from %q, want c2: the view's copy holds the unacknowledged commit", got.Checkpoint)
@@ -437,7 +438,7 @@ func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
 // reactivation.
 func TestRunRestartWaitsForAReactivation(t *testing.T) {
 	agent := newFakeAgent()
-	agent.setTask("t1", httpapi.RoleActive, 1, "cp1")
+	agent.setTask("t1", api.RoleActive, 1, "cp1")
 	var holding atomic.Bool
 	release := make(chan struct{})
 	read := make(chan struct{}, 10) // a read of the checkpoint was answered
@@ -474,17 +475,17 @@ func TestRunRestartWaitsForAReactivation(t *testing.T) {
 			return err
 		}
 		holding.Store(true)
-		agent.setFail("CommitAck", httpapi.ErrResume) // the agent replays cp3's commit
+		agent.setFail("CommitAck", api.ErrResume) // the agent replays cp3's commit
 		_, err := tk.Commit(ctx, nil, nil, []byte("cp3"))
 		agent.setFail("CommitAck", nil)
-		agent.setRole("t1", httpapi.RoleLearner) // shown as learner until replayed
+		agent.setRole("t1", api.RoleLearner) // shown as learner until replayed
 		return fmt.Errorf("commit refused: %w", err)
 	}, wrap)
 	if ev := h.expect("t1", EventStart, EventRestart)[1]; !errors.Is(ev.Err, ErrResume) || ev.Backoff != 0 {
 		t.Errorf("restart event %+v, want the resume error and no backoff", ev)
 	}
 	<-read
-	agent.setRole("t1", httpapi.RoleActive)
+	agent.setRole("t1", api.RoleActive)
 	holding.Store(false)
 	close(release)
 	for {

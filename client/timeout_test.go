@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // pausedAgent accepts connections and never answers, as a stopped agent
@@ -57,7 +57,7 @@ func TestCallsGiveUpOnAPausedAgent(t *testing.T) {
 			return err
 		}},
 		{"commit", func(ctx context.Context) error {
-			_, err := c.Commit(ctx, "t1", httpapi.CommitRequest{Epoch: 1})
+			_, err := c.Commit(ctx, "t1", api.CommitRequest{Epoch: 1})
 			return err
 		}},
 		{"release", func(ctx context.Context) error {

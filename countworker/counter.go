@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 )
@@ -167,7 +168,7 @@ func (w *counter) commit(ctx context.Context, t client.Task, counts map[string]u
 	}
 	sort.Strings(keys)
 	next := make(map[string]uint64, len(keys))
-	puts := make([]httpapi.KV, 0, len(keys))
+	puts := make([]api.KV, 0, len(keys))
 	for _, k := range keys {
 		cur, ok := counts[k]
 		if !ok {
@@ -177,7 +178,7 @@ func (w *counter) commit(ctx context.Context, t client.Task, counts map[string]u
 			}
 		}
 		next[k] = cur + p.adds[k]
-		puts = append(puts, httpapi.KV{Key: []byte(k), Value: strconv.AppendUint(nil, next[k], 10)})
+		puts = append(puts, api.KV{Key: []byte(k), Value: strconv.AppendUint(nil, next[k], 10)})
 	}
 	res, err := t.Commit(ctx, puts, nil, EncodeCheckpoint(p.lastSeq))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 )
@@ -64,8 +65,8 @@ func TestCounterCountsAcrossHandoff(t *testing.T) {
 	publish("t2", 3)
 
 	agent := newSidecar()
-	agent.set("t1", httpapi.RoleActive, 1)
-	agent.set("t2", httpapi.RoleLearner, 1)
+	agent.set("t1", api.RoleActive, 1)
+	agent.set("t2", api.RoleLearner, 1)
 	srv := httptest.NewServer(httpapi.New(agent, httpapi.Options{}).Handler())
 	defer srv.Close()
 
@@ -100,7 +101,7 @@ func TestCounterCountsAcrossHandoff(t *testing.T) {
 
 	// The task comes back at a new epoch: the worker starts with an empty
 	// cache, reads the counts from the sidecar and resumes after the checkpoint.
-	agent.set("t1", httpapi.RoleActive, 2)
+	agent.set("t1", api.RoleActive, 2)
 	last = publish("t1", 5)
 	agent.waitFor(t, "t1 counted the new messages", func() bool { return agent.checkpoint("t1") == last })
 	agent.checkCounts(t, "t1", want)
@@ -242,7 +243,7 @@ func TestStatelessTaskIsNeverCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := newSidecar()
-	agent.set("s1", httpapi.RoleActive, 1)
+	agent.set("s1", api.RoleActive, 1)
 	agent.setStateless("s1")
 	srv := httptest.NewServer(httpapi.New(agent, httpapi.Options{}).Handler())
 	defer srv.Close()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // sidecar is an in-memory httpapi.Backend for one member, enough for the
@@ -133,15 +133,15 @@ func (s *sidecar) checkCounts(t *testing.T, id string, want map[string]uint64) {
 	}
 }
 
-func (s *sidecar) viewLocked() httpapi.View {
-	v := httpapi.View{Member: "m1", Generation: s.version, Version: s.version, State: httpapi.StateMember, Shutdown: s.down}
+func (s *sidecar) viewLocked() api.View {
+	v := api.View{Member: "m1", Generation: s.version, Version: s.version, State: api.StateMember, Shutdown: s.down}
 	for _, id := range s.order {
 		t := s.tasks[id]
 		if s.released[id] {
 			continue
 		}
-		tv := httpapi.TaskView{ID: id, Role: t.role, Stateful: !t.stateless, Epoch: t.epoch}
-		if t.role == httpapi.RoleActive {
+		tv := api.TaskView{ID: id, Role: t.role, Stateful: !t.stateless, Epoch: t.epoch}
+		if t.role == api.RoleActive {
 			tv.Checkpoint = t.checkpoint
 		}
 		v.Tasks = append(v.Tasks, tv)
@@ -152,13 +152,13 @@ func (s *sidecar) viewLocked() httpapi.View {
 	return v
 }
 
-func (s *sidecar) Assignment() httpapi.View {
+func (s *sidecar) Assignment() api.View {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.viewLocked()
 }
 
-func (s *sidecar) WaitAssignment(ctx context.Context, after uint64) httpapi.View {
+func (s *sidecar) WaitAssignment(ctx context.Context, after uint64) api.View {
 	for {
 		s.mu.Lock()
 		v, ch := s.viewLocked(), s.changed
@@ -177,30 +177,30 @@ func (s *sidecar) WaitAssignment(ctx context.Context, after uint64) httpapi.View
 func (s *sidecar) activeLocked(id string) (*sidecarTask, error) {
 	t, ok := s.tasks[id]
 	if !ok || s.released[id] {
-		return nil, fmt.Errorf("task %s is not on member m1: %w", id, httpapi.ErrUnknownTask)
+		return nil, fmt.Errorf("task %s is not on member m1: %w", id, api.ErrUnknownTask)
 	}
-	if t.role != httpapi.RoleActive {
-		return nil, fmt.Errorf("task %s is a %s on member m1: %w", id, t.role, httpapi.ErrNotOwner)
+	if t.role != api.RoleActive {
+		return nil, fmt.Errorf("task %s is a %s on member m1: %w", id, t.role, api.ErrNotOwner)
 	}
 	return t, nil
 }
 
-func (s *sidecar) Release(_ context.Context, id string, epoch uint64) (httpapi.ReleaseResult, error) {
+func (s *sidecar) Release(_ context.Context, id string, epoch uint64) (api.ReleaseResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.activeLocked(id)
 	if err != nil {
-		return httpapi.ReleaseResult{}, err
+		return api.ReleaseResult{}, err
 	}
 	if epoch != 0 && epoch != t.epoch {
-		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is at epoch %d, not %d: %w", id, t.epoch, epoch, httpapi.ErrNotOwner)
+		return api.ReleaseResult{}, fmt.Errorf("task %s is at epoch %d, not %d: %w", id, t.epoch, epoch, api.ErrNotOwner)
 	}
 	if !t.revoked {
-		return httpapi.ReleaseResult{}, fmt.Errorf("task %s is not revoked: %w", id, httpapi.ErrNotRevoked)
+		return api.ReleaseResult{}, fmt.Errorf("task %s is not revoked: %w", id, api.ErrNotRevoked)
 	}
 	s.released[id] = true
 	s.changeLocked()
-	return httpapi.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.seq}, nil
+	return api.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.seq}, nil
 }
 
 func (s *sidecar) Get(id string, key []byte) ([]byte, error) {
@@ -211,27 +211,27 @@ func (s *sidecar) Get(id string, key []byte) ([]byte, error) {
 	}
 	v, ok := s.data[id][string(key)]
 	if !ok {
-		return nil, fmt.Errorf("no key %q: %w", key, httpapi.ErrNotFound)
+		return nil, fmt.Errorf("no key %q: %w", key, api.ErrNotFound)
 	}
 	return v, nil
 }
 
-func (s *sidecar) Scan(string, httpapi.ScanOptions) ([]httpapi.KV, error) {
-	return nil, fmt.Errorf("the counter does not scan: %w", httpapi.ErrInvalid)
+func (s *sidecar) Scan(string, api.ScanOptions) ([]api.KV, error) {
+	return nil, fmt.Errorf("the counter does not scan: %w", api.ErrInvalid)
 }
 
-func (s *sidecar) Commit(_ context.Context, id string, req httpapi.CommitRequest) (httpapi.CommitResult, error) {
+func (s *sidecar) Commit(_ context.Context, id string, req api.CommitRequest) (api.CommitResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.activeLocked(id)
 	if err != nil {
-		return httpapi.CommitResult{}, err
+		return api.CommitResult{}, err
 	}
 	if t.stateless {
-		return httpapi.CommitResult{}, fmt.Errorf("task %s is stateless: %w", id, httpapi.ErrInvalid)
+		return api.CommitResult{}, fmt.Errorf("task %s is stateless: %w", id, api.ErrInvalid)
 	}
 	if req.Epoch != t.epoch {
-		return httpapi.CommitResult{}, fmt.Errorf("task %s is at epoch %d, not %d: %w", id, t.epoch, req.Epoch, httpapi.ErrNotOwner)
+		return api.CommitResult{}, fmt.Errorf("task %s is at epoch %d, not %d: %w", id, t.epoch, req.Epoch, api.ErrNotOwner)
 	}
 	if s.data[id] == nil {
 		s.data[id] = map[string][]byte{}
@@ -244,12 +244,12 @@ func (s *sidecar) Commit(_ context.Context, id string, req httpapi.CommitRequest
 	}
 	t.seq++
 	s.progressLocked()
-	return httpapi.CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil
+	return api.CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil
 }
 
-func (s *sidecar) Leave(context.Context) (httpapi.LeaveStatus, error) {
-	return httpapi.LeaveStatus{}, fmt.Errorf("the counter does not leave: %w", httpapi.ErrInvalid)
+func (s *sidecar) Leave(context.Context) (api.LeaveStatus, error) {
+	return api.LeaveStatus{}, fmt.Errorf("the counter does not leave: %w", api.ErrInvalid)
 }
-func (s *sidecar) LeaveStatus() httpapi.LeaveStatus                 { return httpapi.LeaveStatus{} }
-func (s *sidecar) Group(context.Context) (httpapi.GroupView, error) { return httpapi.GroupView{}, nil }
-func (s *sidecar) Ready() error                                     { return nil }
+func (s *sidecar) LeaveStatus() api.LeaveStatus                 { return api.LeaveStatus{} }
+func (s *sidecar) Group(context.Context) (api.GroupView, error) { return api.GroupView{}, nil }
+func (s *sidecar) Ready() error                                 { return nil }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/handoffhq/handoff/api"
 )
 
 // fakeBackend is an in-memory Backend for the handler tests: one member,
@@ -15,7 +17,7 @@ import (
 // implementation of the contract, not a recording of expected calls.
 type fakeBackend struct {
 	mu      sync.Mutex
-	view    View
+	view    api.View
 	changed chan struct{} // closed and replaced when the view changes
 	tasks   map[string]*fakeTask
 	ready   error
@@ -28,9 +30,9 @@ type fakeBackend struct {
 	waiting chan time.Time
 
 	lastTask   string // task of the last Release, Get, Scan or Commit
-	lastCommit CommitRequest
+	lastCommit api.CommitRequest
 	lastGet    []byte
-	lastScan   ScanOptions
+	lastScan   api.ScanOptions
 }
 
 type fakeTask struct {
@@ -46,7 +48,7 @@ type fakeTask struct {
 
 func newFake() *fakeBackend {
 	f := &fakeBackend{
-		view:    View{Member: "m1", Generation: 1, Version: 1, State: StateMember},
+		view:    api.View{Member: "m1", Generation: 1, Version: 1, State: api.StateMember},
 		changed: make(chan struct{}),
 		tasks:   map[string]*fakeTask{},
 		fail:    map[string]error{},
@@ -119,7 +121,7 @@ func (f *fakeBackend) enter(method string) error {
 	return f.fail[method]
 }
 
-func (f *fakeBackend) viewLocked() View {
+func (f *fakeBackend) viewLocked() api.View {
 	v := f.view
 	v.Tasks, v.Revoke = nil, nil
 	ids := make([]string, 0, len(f.tasks))
@@ -132,8 +134,8 @@ func (f *fakeBackend) viewLocked() View {
 		if t.released {
 			continue
 		}
-		tv := TaskView{ID: id, Role: t.role, Stateful: t.stateful, Epoch: t.epoch}
-		if t.role == RoleActive {
+		tv := api.TaskView{ID: id, Role: t.role, Stateful: t.stateful, Epoch: t.epoch}
+		if t.role == api.RoleActive {
 			tv.Checkpoint = t.checkpoint
 		}
 		v.Tasks = append(v.Tasks, tv)
@@ -144,14 +146,14 @@ func (f *fakeBackend) viewLocked() View {
 	return v
 }
 
-func (f *fakeBackend) Assignment() View {
+func (f *fakeBackend) Assignment() api.View {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["Assignment"]++
 	return f.viewLocked()
 }
 
-func (f *fakeBackend) WaitAssignment(ctx context.Context, after uint64) View {
+func (f *fakeBackend) WaitAssignment(ctx context.Context, after uint64) api.View {
 	f.mu.Lock()
 	f.calls["WaitAssignment"]++
 	f.mu.Unlock()
@@ -183,34 +185,34 @@ func (f *fakeBackend) WaitAssignment(ctx context.Context, after uint64) View {
 func (f *fakeBackend) activeLocked(id string) (*fakeTask, error) {
 	t, ok := f.tasks[id]
 	if !ok || t.released {
-		return nil, fmt.Errorf("task %s is not assigned to member m1; read /assignment: %w", id, ErrUnknownTask)
+		return nil, fmt.Errorf("task %s is not assigned to member m1; read /assignment: %w", id, api.ErrUnknownTask)
 	}
-	if t.role != RoleActive {
-		return nil, fmt.Errorf("task %s is not active on member m1 (it is a %s); read /assignment: %w", id, t.role, ErrNotOwner)
+	if t.role != api.RoleActive {
+		return nil, fmt.Errorf("task %s is not active on member m1 (it is a %s); read /assignment: %w", id, t.role, api.ErrNotOwner)
 	}
 	return t, nil
 }
 
-func (f *fakeBackend) Release(_ context.Context, id string, epoch uint64) (ReleaseResult, error) {
+func (f *fakeBackend) Release(_ context.Context, id string, epoch uint64) (api.ReleaseResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastTask = id
 	if err := f.enter("Release"); err != nil {
-		return ReleaseResult{}, err
+		return api.ReleaseResult{}, err
 	}
 	t, ok := f.tasks[id]
 	if !ok {
-		return ReleaseResult{}, fmt.Errorf("task %s is not assigned to member m1: %w", id, ErrUnknownTask)
+		return api.ReleaseResult{}, fmt.Errorf("task %s is not assigned to member m1: %w", id, api.ErrUnknownTask)
 	}
 	if epoch != 0 && epoch != t.epoch {
-		return ReleaseResult{}, fmt.Errorf("release of task %s at epoch %d, but it is at epoch %d: %w", id, epoch, t.epoch, ErrNotOwner)
+		return api.ReleaseResult{}, fmt.Errorf("release of task %s at epoch %d, but it is at epoch %d: %w", id, epoch, t.epoch, api.ErrNotOwner)
 	}
 	if !t.revoked {
-		return ReleaseResult{}, fmt.Errorf("task %s is not being revoked from member m1; release only tasks listed under revoke: %w", id, ErrNotRevoked)
+		return api.ReleaseResult{}, fmt.Errorf("task %s is not being revoked from member m1; release only tasks listed under revoke: %w", id, api.ErrNotRevoked)
 	}
 	t.released = true
 	f.bumpLocked()
-	return ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.seq}, nil
+	return api.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.seq}, nil
 }
 
 func (f *fakeBackend) Get(id string, key []byte) ([]byte, error) {
@@ -227,12 +229,12 @@ func (f *fakeBackend) Get(id string, key []byte) ([]byte, error) {
 	}
 	v, ok := t.data[string(key)]
 	if !ok {
-		return nil, fmt.Errorf("task %s has no key %q: %w", id, key, ErrNotFound)
+		return nil, fmt.Errorf("task %s has no key %q: %w", id, key, api.ErrNotFound)
 	}
 	return v, nil
 }
 
-func (f *fakeBackend) Scan(id string, o ScanOptions) ([]KV, error) {
+func (f *fakeBackend) Scan(id string, o api.ScanOptions) ([]api.KV, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastTask = id
@@ -254,27 +256,27 @@ func (f *fakeBackend) Scan(id string, o ScanOptions) ([]KV, error) {
 	if o.Limit > 0 && len(keys) > o.Limit {
 		keys = keys[:o.Limit]
 	}
-	out := make([]KV, 0, len(keys))
+	out := make([]api.KV, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, KV{Key: []byte(k), Value: t.data[k]})
+		out = append(out, api.KV{Key: []byte(k), Value: t.data[k]})
 	}
 	return out, nil
 }
 
-func (f *fakeBackend) Commit(_ context.Context, id string, req CommitRequest) (CommitResult, error) {
+func (f *fakeBackend) Commit(_ context.Context, id string, req api.CommitRequest) (api.CommitResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastTask = id
 	if err := f.enter("Commit"); err != nil {
-		return CommitResult{}, err
+		return api.CommitResult{}, err
 	}
 	f.lastCommit = req
 	t, err := f.activeLocked(id)
 	if err != nil {
-		return CommitResult{}, err
+		return api.CommitResult{}, err
 	}
 	if req.Epoch != 0 && req.Epoch != t.epoch {
-		return CommitResult{}, fmt.Errorf("task %s is at epoch %d on member m1, the commit is for epoch %d; restart the task from /assignment: %w", id, t.epoch, req.Epoch, ErrNotOwner)
+		return api.CommitResult{}, fmt.Errorf("task %s is at epoch %d on member m1, the commit is for epoch %d; restart the task from /assignment: %w", id, t.epoch, req.Epoch, api.ErrNotOwner)
 	}
 	for _, kv := range req.Puts {
 		t.data[string(kv.Key)] = kv.Value
@@ -286,28 +288,28 @@ func (f *fakeBackend) Commit(_ context.Context, id string, req CommitRequest) (C
 		t.checkpoint = req.Checkpoint
 	}
 	t.seq++
-	return CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil
+	return api.CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil
 }
 
-func (f *fakeBackend) Leave(context.Context) (LeaveStatus, error) {
+func (f *fakeBackend) Leave(context.Context) (api.LeaveStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Leave"); err != nil {
-		return LeaveStatus{}, err
+		return api.LeaveStatus{}, err
 	}
 	if f.leaving == nil {
 		now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 		f.leaving = &now
-		f.view.State = StateLeaving
+		f.view.State = api.StateLeaving
 		f.bumpLocked()
 	}
 	return f.leaveLocked(), nil
 }
 
-func (f *fakeBackend) leaveLocked() LeaveStatus {
-	st := LeaveStatus{State: f.view.State, Started: f.leaving}
+func (f *fakeBackend) leaveLocked() api.LeaveStatus {
+	st := api.LeaveStatus{State: f.view.State, Started: f.leaving}
 	for id, t := range f.tasks {
-		if t.role == RoleActive && !t.released {
+		if t.role == api.RoleActive && !t.released {
 			st.Remaining = append(st.Remaining, id)
 		}
 	}
@@ -315,20 +317,20 @@ func (f *fakeBackend) leaveLocked() LeaveStatus {
 	return st
 }
 
-func (f *fakeBackend) LeaveStatus() LeaveStatus {
+func (f *fakeBackend) LeaveStatus() api.LeaveStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.leaveLocked()
 }
 
-func (f *fakeBackend) Group(context.Context) (GroupView, error) {
+func (f *fakeBackend) Group(context.Context) (api.GroupView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Group"); err != nil {
-		return GroupView{}, err
+		return api.GroupView{}, err
 	}
-	return GroupView{Group: "demo", Generation: f.view.Generation, Leader: "m1",
-		Members: []MemberView{{ID: "m1", Capacity: 1, State: f.view.State}}}, nil
+	return api.GroupView{Group: "demo", Generation: f.view.Generation, Leader: "m1",
+		Members: []api.MemberView{{ID: "m1", Capacity: 1, State: f.view.State}}}, nil
 }
 
 func (f *fakeBackend) Ready() error {

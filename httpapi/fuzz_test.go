@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/handoffhq/handoff/api"
 )
 
 // The fuzz targets feed every request body and path or query parameter of
@@ -82,7 +84,7 @@ func FuzzCommitBody(f *testing.F) {
 		fb.mu.Lock()
 		got := fb.lastCommit
 		fb.mu.Unlock()
-		var want CommitRequest
+		var want api.CommitRequest
 		if err := json.Unmarshal(body, &want); err != nil {
 			t.Fatalf("accepted body %q that encoding/json refuses: %v", body, err)
 		}
@@ -210,7 +212,7 @@ func FuzzKey(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, key []byte) {
 		fb := newFake()
-		fb.addTask("t1", RoleActive, 1, map[string]string{string(key): "v"})
+		fb.addTask("t1", api.RoleActive, 1, map[string]string{string(key): "v"})
 		h := New(fb, fuzzOpts).Handler()
 		r := serve(h, "GET", "/tasks/t1/state/"+url.PathEscape(string(key)), nil, nil)
 		checkAnswer(t, r)
@@ -239,7 +241,7 @@ func FuzzAssignmentQuery(f *testing.F) {
 			t.Fatalf("GET /assignment?%s = %d, want 200 or 400", q, r.status)
 		}
 		if r.status == 200 {
-			var v View
+			var v api.View
 			if err := json.Unmarshal(r.body, &v); err != nil || v.Member != "m1" {
 				t.Fatalf("GET /assignment?%s body %s is not the view (%v)", q, r.body, err)
 			}
@@ -275,7 +277,7 @@ func FuzzScanQuery(f *testing.F) {
 			}
 		}
 		if r.status == 200 {
-			var res ScanResult
+			var res api.ScanResult
 			if err := json.Unmarshal(r.body, &res); err != nil || len(res.Items) > fuzzOpts.MaxScanLimit {
 				t.Fatalf("scan body %s: %v, or more than %d items", r.body, err, fuzzOpts.MaxScanLimit)
 			}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/handoffhq/handoff/api"
 )
 
 // The API is meant for the worker next to the agent, but any program on the
@@ -58,7 +60,7 @@ func (s *Server) hostAllowed(host string) bool {
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hostAllowed(r.Host) {
-			s.writeError(w, r, http.StatusForbidden, CodeHostNotAllowed,
+			s.writeError(w, r, http.StatusForbidden, api.CodeHostNotAllowed,
 				fmt.Sprintf("Host %s is not this agent's name: call it as localhost, by IP address or by its listen address, "+
 					"or allow the name with --api-allowed-hosts", quote(r.Host)))
 			return
@@ -72,7 +74,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 func (s *Server) checkOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.cross.Check(r); err != nil {
-			s.writeError(w, r, http.StatusForbidden, CodeCrossOrigin,
+			s.writeError(w, r, http.StatusForbidden, api.CodeCrossOrigin,
 				"a web page of another origin may not call this API; call it from the worker or a program, which send no Origin header")
 			return
 		}
@@ -96,7 +98,7 @@ func (s *Server) requireJSON(next http.Handler) http.Handler {
 			if ct != "" {
 				got = "Content-Type " + quote(ct)
 			}
-			s.writeError(w, r, http.StatusUnsupportedMediaType, CodeUnsupportedMediaType,
+			s.writeError(w, r, http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType,
 				fmt.Sprintf("the body must be JSON sent with Content-Type: application/json; this request has %s", got))
 			return
 		}
@@ -131,14 +133,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, what string) (
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		s.writeError(w, r, http.StatusRequestEntityTooLarge, CodeTooLarge,
+		s.writeError(w, r, http.StatusRequestEntityTooLarge, api.CodeTooLarge,
 			fmt.Sprintf("the %s is over %d bytes; split it into smaller commits", what, s.opts.MaxBodyBytes))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
-		s.writeError(w, r, http.StatusRequestTimeout, CodeTimeout,
+		s.writeError(w, r, http.StatusRequestTimeout, api.CodeTimeout,
 			fmt.Sprintf("the %s did not arrive within %s; send the whole body at once", what, s.opts.BodyReadTimeout))
 	default:
-		s.writeError(w, r, http.StatusBadRequest, CodeInvalid, fmt.Sprintf("read the %s: %v", what, err))
+		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("read the %s: %v", what, err))
 	}
 	return nil, false
 }

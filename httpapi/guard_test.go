@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoffhq/handoff/api"
 )
 
 // serving runs s on a free loopback port; it returns the address, the
@@ -83,7 +85,7 @@ func send(t *testing.T, req *http.Request) (int, []byte) {
 
 func errCode(t *testing.T, body []byte) string {
 	t.Helper()
-	var e ErrorBody
+	var e api.ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil || e.Message == "" {
 		t.Fatalf("error body %q is not {code, message} JSON (%v)", body, err)
 	}
@@ -124,8 +126,8 @@ func TestHostHeader(t *testing.T) {
 				t.Fatalf("POST /leave with Host %s = %d %s, want %d", tt.host, status, body, tt.status)
 			}
 			if tt.status == 403 {
-				if code := errCode(t, body); code != CodeHostNotAllowed {
-					t.Errorf("code = %q, want %q", code, CodeHostNotAllowed)
+				if code := errCode(t, body); code != api.CodeHostNotAllowed {
+					t.Errorf("code = %q, want %q", code, api.CodeHostNotAllowed)
 				}
 				if f.count("Leave") != before {
 					t.Errorf("a refused Host reached Backend.Leave")
@@ -170,8 +172,8 @@ func TestCrossOriginPost(t *testing.T) {
 			if status != tt.status {
 				t.Fatalf("POST /leave = %d %s, want %d", status, body, tt.status)
 			}
-			if tt.status == 403 && (errCode(t, body) != CodeCrossOrigin || f.count("Leave") != before) {
-				t.Errorf("refused with %s, Backend.Leave calls %d→%d; want %s and no call", body, before, f.count("Leave"), CodeCrossOrigin)
+			if tt.status == 403 && (errCode(t, body) != api.CodeCrossOrigin || f.count("Leave") != before) {
+				t.Errorf("refused with %s, Backend.Leave calls %d→%d; want %s and no call", body, before, f.count("Leave"), api.CodeCrossOrigin)
 			}
 		})
 	}
@@ -206,8 +208,8 @@ func TestCommitContentType(t *testing.T) {
 				t.Fatalf("commit with Content-Type %q = %d %s, want %d", tt.contentType, r.status, r.body, tt.status)
 			}
 			if tt.status == 415 {
-				if e := r.errBody(t); e.Code != CodeUnsupportedMediaType {
-					t.Errorf("code = %q, want %q", e.Code, CodeUnsupportedMediaType)
+				if e := r.errBody(t); e.Code != api.CodeUnsupportedMediaType {
+					t.Errorf("code = %q, want %q", e.Code, api.CodeUnsupportedMediaType)
 				}
 				if f.count("Commit") != 0 {
 					t.Errorf("a refused body reached Backend.Commit")
@@ -248,8 +250,8 @@ func TestStrictCommitJSON(t *testing.T) {
 			if r.status != 400 {
 				t.Fatalf("commit %s = %d %s, want 400", tt.body, r.status, r.body)
 			}
-			if e := r.errBody(t); e.Code != CodeInvalid || !strings.Contains(e.Message, tt.want) {
-				t.Errorf("commit %s: %s %q, want %s mentioning %q", tt.body, e.Code, e.Message, CodeInvalid, tt.want)
+			if e := r.errBody(t); e.Code != api.CodeInvalid || !strings.Contains(e.Message, tt.want) {
+				t.Errorf("commit %s: %s %q, want %s mentioning %q", tt.body, e.Code, e.Message, api.CodeInvalid, tt.want)
 			}
 			if f.count("Commit") != 0 {
 				t.Errorf("a refused body reached Backend.Commit")
@@ -280,8 +282,8 @@ func TestSlowBody(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no answer to a stalled body: %v", err)
 	}
-	if resp.StatusCode != http.StatusRequestTimeout || errCode(t, body) != CodeTimeout {
-		t.Fatalf("stalled body = %d %s, want 408 %s", resp.StatusCode, body, CodeTimeout)
+	if resp.StatusCode != http.StatusRequestTimeout || errCode(t, body) != api.CodeTimeout {
+		t.Fatalf("stalled body = %d %s, want 408 %s", resp.StatusCode, body, api.CodeTimeout)
 	}
 	if f.count("Commit") != 0 {
 		t.Errorf("a stalled body reached Backend.Commit")
@@ -329,11 +331,11 @@ type slowCommit struct {
 	take time.Duration
 }
 
-func (s slowCommit) Commit(ctx context.Context, id string, req CommitRequest) (CommitResult, error) {
+func (s slowCommit) Commit(ctx context.Context, id string, req api.CommitRequest) (api.CommitResult, error) {
 	select {
 	case <-time.After(s.take):
 	case <-ctx.Done():
-		return CommitResult{}, fmt.Errorf("commit cut off: %w", ctx.Err())
+		return api.CommitResult{}, fmt.Errorf("commit cut off: %w", ctx.Err())
 	}
 	return s.fakeBackend.Commit(ctx, id, req)
 }

@@ -12,14 +12,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/handoffhq/handoff/api"
 )
-
-// ScanResult is the body of GET /tasks/{id}/state. Next, when set, is the
-// key to pass as start (start_b64) to read the following page.
-type ScanResult struct {
-	Items []KV   `json:"items"`
-	Next  []byte `json:"next,omitempty"`
-}
 
 // Health is the body of /healthz and of a ready /readyz.
 type Health struct {
@@ -49,7 +43,7 @@ func ValidTaskID(id string) bool {
 func (s *Server) taskID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := chi.URLParam(r, "id")
 	if !ValidTaskID(id) {
-		s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 			fmt.Sprintf("task ID %s is invalid: use 1 to %d ASCII letters, digits, '_' or '-'", quote(id), MaxTaskIDLen))
 		return "", false
 	}
@@ -62,7 +56,7 @@ func (s *Server) taskID(w http.ResponseWriter, r *http.Request) (string, bool) {
 func (s *Server) query(w http.ResponseWriter, r *http.Request, allowed ...string) (map[string]string, bool) {
 	vals, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 			fmt.Sprintf("malformed query string: %v; percent-encode special characters", err))
 		return nil, false
 	}
@@ -73,12 +67,12 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request, allowed ...string
 			known = known || k == a
 		}
 		if !known {
-			s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("unknown query parameter %s on %s; it takes %s", quote(k), r.URL.Path, strings.Join(allowed, ", ")))
 			return nil, false
 		}
 		if len(v) != 1 {
-			s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("query parameter %s is given %d times; give it once", k, len(v)))
 			return nil, false
 		}
@@ -93,7 +87,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.b.Ready(); err != nil {
-		s.writeError(w, r, http.StatusServiceUnavailable, CodeUnavailable, "not ready: "+err.Error())
+		s.writeError(w, r, http.StatusServiceUnavailable, api.CodeUnavailable, "not ready: "+err.Error())
 		return
 	}
 	s.writeJSON(w, http.StatusOK, Health{Status: "ready"})
@@ -112,7 +106,7 @@ func (s *Server) assignment(w http.ResponseWriter, r *http.Request) {
 	if v, set := q["wait"]; set {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("wait=%s is not a duration: use a non-negative Go duration such as 30s or 500ms", quote(v)))
 			return
 		}
@@ -122,7 +116,7 @@ func (s *Server) assignment(w http.ResponseWriter, r *http.Request) {
 	if v, set := q["after"]; set {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("after=%s is not a version: pass the version of the last view you received (a non-negative integer)", quote(v)))
 			return
 		}
@@ -145,9 +139,9 @@ func (s *Server) assignment(w http.ResponseWriter, r *http.Request) {
 
 // normalizeView makes empty lists [] rather than null, so that workers in
 // any language can iterate them without a nil check.
-func normalizeView(v View) View {
+func normalizeView(v api.View) api.View {
 	if v.Tasks == nil {
-		v.Tasks = []TaskView{}
+		v.Tasks = []api.TaskView{}
 	}
 	if v.Revoke == nil {
 		v.Revoke = []string{}
@@ -168,7 +162,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	if v, set := q["epoch"]; set {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || n == 0 {
-			s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("epoch=%s is not an epoch: pass the task's epoch from /assignment (a positive integer)", quote(v)))
 			return
 		}
@@ -195,18 +189,18 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	// prefix is plain ASCII because id is valid.
 	prefix := "/tasks/" + id + "/state/"
 	if !strings.HasPrefix(r.URL.Path, prefix) {
-		s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 			"the task ID in the path must not be percent-encoded")
 		return
 	}
 	key := []byte(strings.TrimPrefix(r.URL.Path, prefix))
 	if len(key) == 0 {
-		s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 			"the key is empty: GET /tasks/{id}/state/{key} with the key percent-encoded, or GET /tasks/{id}/state to scan")
 		return
 	}
 	if len(key) > s.opts.MaxKeyBytes {
-		s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 			fmt.Sprintf("the key is %d bytes; keys are at most %d bytes", len(key), s.opts.MaxKeyBytes))
 		return
 	}
@@ -232,7 +226,7 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var o ScanOptions
+	var o api.ScanOptions
 	for _, p := range []struct {
 		name string
 		dst  *[]byte
@@ -241,7 +235,7 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		enc, encSet := q[p.name+"_b64"]
 		switch {
 		case rawSet && encSet:
-			s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("give %s or %s_b64, not both", p.name, p.name))
 			return
 		case rawSet:
@@ -249,14 +243,14 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		case encSet:
 			b, err := decodeBase64(enc)
 			if err != nil {
-				s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+				s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 					fmt.Sprintf("%s_b64 is not base64 (%v); encode the bytes with base64 and percent-encode '+' as %%2B", p.name, err))
 				return
 			}
 			*p.dst = b
 		}
 		if len(*p.dst) > s.opts.MaxKeyBytes {
-			s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("%s is %d bytes; keys are at most %d bytes", p.name, len(*p.dst), s.opts.MaxKeyBytes))
 			return
 		}
@@ -265,7 +259,7 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 	if v, set := q["limit"]; set {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			s.writeError(w, r, http.StatusBadRequest, CodeInvalid,
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("limit=%s is invalid: use a positive integer (at most %d items are returned)", quote(v), s.opts.MaxScanLimit))
 			return
 		}
@@ -278,7 +272,7 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		s.backendError(w, r, err)
 		return
 	}
-	res := ScanResult{Items: items}
+	res := api.ScanResult{Items: items}
 	switch {
 	case len(items) > limit:
 		res.Next = items[limit].Key
@@ -290,7 +284,7 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		res.Next = append(bytes.Clone(last), 0)
 	}
 	if res.Items == nil {
-		res.Items = []KV{}
+		res.Items = []api.KV{}
 	}
 	s.writeJSON(w, http.StatusOK, res)
 }
@@ -325,9 +319,9 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
 	}
 	req, status, msg := s.decodeCommit(body)
 	if status != 0 {
-		code := CodeInvalid
+		code := api.CodeInvalid
 		if status == http.StatusRequestEntityTooLarge {
-			code = CodeTooLarge
+			code = api.CodeTooLarge
 		}
 		s.writeError(w, r, status, code, msg)
 		return
@@ -342,14 +336,14 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
 
 // decodeCommit parses and validates a commit body. A non-zero status says
 // why it is refused.
-func (s *Server) decodeCommit(body []byte) (req CommitRequest, status int, msg string) {
+func (s *Server) decodeCommit(body []byte) (req api.CommitRequest, status int, msg string) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return req, http.StatusBadRequest,
 			`the commit body must be a JSON object: {"puts":[{"key":"<base64>","value":"<base64>"}],"deletes":["<base64>"],"checkpoint":"<base64>","epoch":N}`
 	}
 	if err := decodeStrict(body, &req); err != nil {
-		return CommitRequest{}, http.StatusBadRequest, fmt.Sprintf("the commit body is not a valid commit: %v (keys, values and the checkpoint are base64)", err)
+		return api.CommitRequest{}, http.StatusBadRequest, fmt.Sprintf("the commit body is not a valid commit: %v (keys, values and the checkpoint are base64)", err)
 	}
 	seen := make(map[string]struct{}, len(req.Puts)+len(req.Deletes))
 	checkKey := func(what string, i int, k []byte) (int, string) {
@@ -399,7 +393,7 @@ func (s *Server) leaveStatus(w http.ResponseWriter, _ *http.Request) {
 	s.writeJSON(w, http.StatusOK, normalizeLeave(s.b.LeaveStatus()))
 }
 
-func normalizeLeave(st LeaveStatus) LeaveStatus {
+func normalizeLeave(st api.LeaveStatus) api.LeaveStatus {
 	if st.Remaining == nil {
 		st.Remaining = []string{}
 	}
@@ -417,7 +411,7 @@ func (s *Server) group(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Metrics == nil {
-		s.writeError(w, r, http.StatusNotFound, CodeNotFound, "metrics are not enabled on this agent")
+		s.writeError(w, r, http.StatusNotFound, api.CodeNotFound, "metrics are not enabled on this agent")
 		return
 	}
 	s.opts.Metrics.ServeHTTP(w, r)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/handoffhq/handoff/api"
 	"gopkg.in/yaml.v3"
 )
 
@@ -28,22 +29,25 @@ import (
 
 const specPath = "../api/openapi.yaml"
 
+// codesPath is the file that declares the API's error codes.
+const codesPath = "../api/errors.go"
+
 // wireTypes are the Go types behind the spec's schemas, by schema name.
 var wireTypes = map[string]reflect.Type{
-	"View":            reflect.TypeFor[View](),
-	"TaskView":        reflect.TypeFor[TaskView](),
-	"KV":              reflect.TypeFor[KV](),
-	"CommitRequest":   reflect.TypeFor[CommitRequest](),
-	"CommitResult":    reflect.TypeFor[CommitResult](),
-	"ReleaseResult":   reflect.TypeFor[ReleaseResult](),
-	"ScanResult":      reflect.TypeFor[ScanResult](),
+	"View":            reflect.TypeFor[api.View](),
+	"TaskView":        reflect.TypeFor[api.TaskView](),
+	"KV":              reflect.TypeFor[api.KV](),
+	"CommitRequest":   reflect.TypeFor[api.CommitRequest](),
+	"CommitResult":    reflect.TypeFor[api.CommitResult](),
+	"ReleaseResult":   reflect.TypeFor[api.ReleaseResult](),
+	"ScanResult":      reflect.TypeFor[api.ScanResult](),
 	"Health":          reflect.TypeFor[Health](),
-	"LeaveStatus":     reflect.TypeFor[LeaveStatus](),
-	"LearnerProgress": reflect.TypeFor[LearnerProgress](),
-	"GroupView":       reflect.TypeFor[GroupView](),
-	"MemberView":      reflect.TypeFor[MemberView](),
-	"GroupTask":       reflect.TypeFor[GroupTask](),
-	"ErrorBody":       reflect.TypeFor[ErrorBody](),
+	"LeaveStatus":     reflect.TypeFor[api.LeaveStatus](),
+	"LearnerProgress": reflect.TypeFor[api.LearnerProgress](),
+	"GroupView":       reflect.TypeFor[api.GroupView](),
+	"MemberView":      reflect.TypeFor[api.MemberView](),
+	"GroupTask":       reflect.TypeFor[api.GroupTask](),
+	"ErrorBody":       reflect.TypeFor[api.ErrorBody](),
 }
 
 // specOnlySchemas are schemas with no Go struct of their own (enums).
@@ -324,7 +328,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	for name, typ := range wireTypes {
 		sc, ok := s.Components.Schemas[name]
 		if !ok {
-			t.Errorf("%s has no schema %s for httpapi.%s", specPath, name, typ.Name())
+			t.Errorf("%s has no schema %s for %s", specPath, name, typ)
 			continue
 		}
 		var required []string
@@ -336,7 +340,7 @@ func TestOpenAPISchemas(t *testing.T) {
 			}
 			p, ok := sc.Properties[f.name]
 			if !ok {
-				t.Errorf("%s.%s (httpapi.%s) is not a property in %s", name, f.name, typ.Name(), specPath)
+				t.Errorf("%s.%s (%s) is not a property in %s", name, f.name, typ, specPath)
 				continue
 			}
 			if msg := checkType(f.typ, p); msg != "" {
@@ -345,7 +349,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		}
 		for p := range sc.Properties {
 			if !fields[p] {
-				t.Errorf("%s.%s is in %s but httpapi.%s has no such JSON field", name, p, specPath, typ.Name())
+				t.Errorf("%s.%s is in %s but %s has no such JSON field", name, p, specPath, typ)
 			}
 		}
 		// A field without omitempty is always in the JSON: required.
@@ -357,15 +361,15 @@ func TestOpenAPISchemas(t *testing.T) {
 	}
 	for name := range s.Components.Schemas {
 		if _, ok := wireTypes[name]; !ok && !slices.Contains(specOnlySchemas, name) {
-			t.Errorf("%s has schema %s, which is no wire type of httpapi", specPath, name)
+			t.Errorf("%s has schema %s, which is no wire type of api or httpapi", specPath, name)
 		}
 	}
 }
 
-// codeErrorCodes reads the values of the Code* constants of errors.go.
+// codeErrorCodes reads the values of the Code* constants of api/errors.go.
 func codeErrorCodes(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), codesPath, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,11 +400,11 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	s := loadSpec(t)
 	code := codeErrorCodes(t)
 	if len(code) == 0 {
-		t.Fatal("found no Code* constants in errors.go")
+		t.Fatalf("found no Code* constants in %s", codesPath)
 	}
 	inSpec := slices.Sorted(slices.Values(s.Components.Schemas["ErrorBody"].Properties["code"].Enum))
 	if !slices.Equal(inSpec, code) {
-		t.Errorf("ErrorBody.code in %s lists %q; errors.go defines %q", specPath, inSpec, code)
+		t.Errorf("ErrorBody.code in %s lists %q; %s defines %q", specPath, inSpec, codesPath, code)
 	}
 }
 
@@ -503,7 +507,7 @@ func TestOpenAPIExamples(t *testing.T) {
 			dec := json.NewDecoder(bytes.NewReader(b))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(reflect.New(typ).Interface()); err != nil {
-				t.Errorf("%s: example %s does not decode as httpapi.%s: %v", path, b, typ.Name(), err)
+				t.Errorf("%s: example %s does not decode as %s: %v", path, b, typ, err)
 			}
 			checked++
 		}

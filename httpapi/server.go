@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/handoffhq/handoff/api"
 	"github.com/rs/zerolog"
 )
 
@@ -263,7 +264,7 @@ func (s *Server) routes() *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(s.bodyDeadline, s.logRequests, s.recoverPanics, s.checkHost, s.checkOrigin)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, http.StatusNotFound, CodeNotFound,
+		s.writeError(w, r, http.StatusNotFound, api.CodeNotFound,
 			fmt.Sprintf("no route %s %s; see docs/api.md for the API's routes", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
@@ -274,7 +275,7 @@ func (s *Server) routes() *chi.Mux {
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		s.writeError(w, req, http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+		s.writeError(w, req, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed,
 			fmt.Sprintf("%s is not allowed on %s; use %s", req.Method, req.URL.Path, strings.Join(allowed, " or ")))
 	})
 
@@ -306,14 +307,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		scheme, token, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="handoff"`)
-			s.writeError(w, r, http.StatusUnauthorized, CodeUnauthorized,
+			s.writeError(w, r, http.StatusUnauthorized, api.CodeUnauthorized,
 				`this agent requires a token: send "Authorization: Bearer <token>" (the agent's --api-token)`)
 			return
 		}
 		sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
 		if subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="handoff", error="invalid_token"`)
-			s.writeError(w, r, http.StatusUnauthorized, CodeUnauthorized,
+			s.writeError(w, r, http.StatusUnauthorized, api.CodeUnauthorized,
 				"the bearer token does not match the agent's --api-token")
 			return
 		}
@@ -351,7 +352,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				}
 				s.log.Error().Str(fieldMethod, r.Method).Str(fieldPath, r.URL.Path).
 					Interface("panic", p).Msg("http api handler panicked")
-				s.writeError(w, r, http.StatusInternalServerError, CodeInternal,
+				s.writeError(w, r, http.StatusInternalServerError, api.CodeInternal,
 					"internal error; the agent logged the details")
 			}
 		}()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/rs/zerolog"
 )
 
@@ -25,9 +26,9 @@ type response struct {
 
 // errBody decodes an error response; it fails the test if the body is not
 // the API's error JSON.
-func (r response) errBody(t *testing.T) ErrorBody {
+func (r response) errBody(t *testing.T) api.ErrorBody {
 	t.Helper()
-	var e ErrorBody
+	var e api.ErrorBody
 	if err := json.Unmarshal(r.body, &e); err != nil || e.Code == "" || e.Message == "" {
 		t.Fatalf("error body %q is not {code, message} JSON (err %v)", r.body, err)
 	}
@@ -58,9 +59,9 @@ func serve(h http.Handler, method, target string, body []byte, hdr http.Header) 
 // learner t2 and an active t3 that is being revoked.
 func seeded() *fakeBackend {
 	f := newFake()
-	f.addTask("t1", RoleActive, 3, map[string]string{"a": "1", "b": "2", "ba": "3", "\x00\xff": "bin", "x/y": "slash"})
-	f.addTask("t2", RoleLearner, 1, nil)
-	f.addTask("t3", RoleActive, 5, map[string]string{"k": "v"})
+	f.addTask("t1", api.RoleActive, 3, map[string]string{"a": "1", "b": "2", "ba": "3", "\x00\xff": "bin", "x/y": "slash"})
+	f.addTask("t2", api.RoleLearner, 1, nil)
+	f.addTask("t3", api.RoleActive, 5, map[string]string{"k": "v"})
 	f.revoke("t3")
 	return f
 }
@@ -82,7 +83,7 @@ func TestRoutes(t *testing.T) {
 	}{
 		// assignment
 		{name: "assignment now", method: "GET", target: "/assignment", status: 200, check: func(t *testing.T, _ *fakeBackend, r response) {
-			var v View
+			var v api.View
 			mustJSON(t, r.body, &v)
 			if v.Member != "m1" || len(v.Tasks) != 3 || len(v.Revoke) != 1 || v.Revoke[0] != "t3" {
 				t.Errorf("view = %+v, want m1 with 3 tasks and t3 revoked", v)
@@ -102,13 +103,13 @@ func TestRoutes(t *testing.T) {
 				t.Errorf("body %s, want tasks and revoke as []", r.body)
 			}
 		}},
-		{name: "assignment bad wait", method: "GET", target: "/assignment?wait=soon", status: 400, code: CodeInvalid},
-		{name: "assignment negative wait", method: "GET", target: "/assignment?wait=-1s", status: 400, code: CodeInvalid},
-		{name: "assignment bad after", method: "GET", target: "/assignment?wait=1s&after=-1", status: 400, code: CodeInvalid},
-		{name: "assignment unknown parameter", method: "GET", target: "/assignment?wiat=30s", status: 400, code: CodeInvalid},
-		{name: "assignment repeated parameter", method: "GET", target: "/assignment?after=1&after=2", status: 400, code: CodeInvalid},
-		{name: "assignment malformed query", method: "GET", target: "/assignment?after=%zz", status: 400, code: CodeInvalid},
-		{name: "assignment wrong method", method: "POST", target: "/assignment", status: 405, code: CodeMethodNotAllowed, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "assignment bad wait", method: "GET", target: "/assignment?wait=soon", status: 400, code: api.CodeInvalid},
+		{name: "assignment negative wait", method: "GET", target: "/assignment?wait=-1s", status: 400, code: api.CodeInvalid},
+		{name: "assignment bad after", method: "GET", target: "/assignment?wait=1s&after=-1", status: 400, code: api.CodeInvalid},
+		{name: "assignment unknown parameter", method: "GET", target: "/assignment?wiat=30s", status: 400, code: api.CodeInvalid},
+		{name: "assignment repeated parameter", method: "GET", target: "/assignment?after=1&after=2", status: 400, code: api.CodeInvalid},
+		{name: "assignment malformed query", method: "GET", target: "/assignment?after=%zz", status: 400, code: api.CodeInvalid},
+		{name: "assignment wrong method", method: "POST", target: "/assignment", status: 405, code: api.CodeMethodNotAllowed, check: func(t *testing.T, _ *fakeBackend, r response) {
 			if got := r.header.Get("Allow"); got != "GET" {
 				t.Errorf("Allow = %q, want GET", got)
 			}
@@ -116,42 +117,42 @@ func TestRoutes(t *testing.T) {
 
 		// release
 		{name: "release revoked task", method: "POST", target: "/tasks/t3/release", status: 200, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
-			var res ReleaseResult
+			var res api.ReleaseResult
 			mustJSON(t, r.body, &res)
-			if res != (ReleaseResult{Task: "t3", Epoch: 5}) {
+			if res != (api.ReleaseResult{Task: "t3", Epoch: 5}) {
 				t.Errorf("release = %+v, want t3 at epoch 5", res)
 			}
 		}},
-		{name: "release not revoked", method: "POST", target: "/tasks/t1/release", status: 409, code: CodeNotRevoked, mutates: true},
+		{name: "release not revoked", method: "POST", target: "/tasks/t1/release", status: 409, code: api.CodeNotRevoked, mutates: true},
 		{name: "release at its epoch", method: "POST", target: "/tasks/t3/release?epoch=5", status: 200, mutates: true},
-		{name: "release at another epoch", method: "POST", target: "/tasks/t3/release?epoch=4", status: 409, code: CodeNotOwner, mutates: true},
-		{name: "release bad epoch", method: "POST", target: "/tasks/t3/release?epoch=x", status: 400, code: CodeInvalid},
-		{name: "release zero epoch", method: "POST", target: "/tasks/t3/release?epoch=0", status: 400, code: CodeInvalid},
-		{name: "release unknown parameter", method: "POST", target: "/tasks/t3/release?seq=1", status: 400, code: CodeInvalid},
-		{name: "release unknown task", method: "POST", target: "/tasks/nope/release", status: 404, code: CodeUnknownTask, mutates: true},
-		{name: "release invalid task ID", method: "POST", target: "/tasks/a.b/release", status: 400, code: CodeInvalid},
-		{name: "release task ID too long", method: "POST", target: "/tasks/" + strings.Repeat("a", 129) + "/release", status: 400, code: CodeInvalid},
-		{name: "release percent-encoded task ID", method: "POST", target: "/tasks/t%31/release", status: 400, code: CodeInvalid},
-		{name: "release wrong method", method: "GET", target: "/tasks/t3/release", status: 405, code: CodeMethodNotAllowed},
+		{name: "release at another epoch", method: "POST", target: "/tasks/t3/release?epoch=4", status: 409, code: api.CodeNotOwner, mutates: true},
+		{name: "release bad epoch", method: "POST", target: "/tasks/t3/release?epoch=x", status: 400, code: api.CodeInvalid},
+		{name: "release zero epoch", method: "POST", target: "/tasks/t3/release?epoch=0", status: 400, code: api.CodeInvalid},
+		{name: "release unknown parameter", method: "POST", target: "/tasks/t3/release?seq=1", status: 400, code: api.CodeInvalid},
+		{name: "release unknown task", method: "POST", target: "/tasks/nope/release", status: 404, code: api.CodeUnknownTask, mutates: true},
+		{name: "release invalid task ID", method: "POST", target: "/tasks/a.b/release", status: 400, code: api.CodeInvalid},
+		{name: "release task ID too long", method: "POST", target: "/tasks/" + strings.Repeat("a", 129) + "/release", status: 400, code: api.CodeInvalid},
+		{name: "release percent-encoded task ID", method: "POST", target: "/tasks/t%31/release", status: 400, code: api.CodeInvalid},
+		{name: "release wrong method", method: "GET", target: "/tasks/t3/release", status: 405, code: api.CodeMethodNotAllowed},
 
 		// get
 		{name: "get", method: "GET", target: "/tasks/t1/state/a", status: 200, check: wantRaw("1")},
 		{name: "get binary key", method: "GET", target: "/tasks/t1/state/%00%FF", status: 200, check: wantRaw("bin")},
 		{name: "get key with encoded slash", method: "GET", target: "/tasks/t1/state/x%2Fy", status: 200, check: wantRaw("slash")},
 		{name: "get key with plain slash", method: "GET", target: "/tasks/t1/state/x/y", status: 200, check: wantRaw("slash")},
-		{name: "get missing key", method: "GET", target: "/tasks/t1/state/zz", status: 404, code: CodeNotFound},
-		{name: "get learner task", method: "GET", target: "/tasks/t2/state/a", status: 409, code: CodeNotOwner, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "get missing key", method: "GET", target: "/tasks/t1/state/zz", status: 404, code: api.CodeNotFound},
+		{name: "get learner task", method: "GET", target: "/tasks/t2/state/a", status: 409, code: api.CodeNotOwner, check: func(t *testing.T, _ *fakeBackend, r response) {
 			if e := r.errBody(t); !strings.Contains(e.Message, "learner") {
 				t.Errorf("message %q does not say the task is a learner", e.Message)
 			}
 		}},
-		{name: "get unknown task", method: "GET", target: "/tasks/nope/state/a", status: 404, code: CodeUnknownTask},
-		{name: "get empty key", method: "GET", target: "/tasks/t1/state/", status: 400, code: CodeInvalid},
-		{name: "get key too long", method: "GET", target: "/tasks/t1/state/" + strings.Repeat("k", 9), opts: Options{MaxKeyBytes: 8}, status: 400, code: CodeInvalid},
-		{name: "get invalid task ID", method: "GET", target: "/tasks/t%201/state/a", status: 400, code: CodeInvalid},
+		{name: "get unknown task", method: "GET", target: "/tasks/nope/state/a", status: 404, code: api.CodeUnknownTask},
+		{name: "get empty key", method: "GET", target: "/tasks/t1/state/", status: 400, code: api.CodeInvalid},
+		{name: "get key too long", method: "GET", target: "/tasks/t1/state/" + strings.Repeat("k", 9), opts: Options{MaxKeyBytes: 8}, status: 400, code: api.CodeInvalid},
+		{name: "get invalid task ID", method: "GET", target: "/tasks/t%201/state/a", status: 400, code: api.CodeInvalid},
 		{name: "get backend internal error", method: "GET", target: "/tasks/t1/state/a", setup: func(f *fakeBackend) {
 			f.setFail("Get", errors.New("pebble: disk on fire"))
-		}, status: 500, code: CodeInternal, check: func(t *testing.T, _ *fakeBackend, r response) {
+		}, status: 500, code: api.CodeInternal, check: func(t *testing.T, _ *fakeBackend, r response) {
 			if e := r.errBody(t); strings.Contains(e.Message, "disk on fire") {
 				t.Errorf("message %q leaks the internal error", e.Message)
 			}
@@ -169,21 +170,21 @@ func TestRoutes(t *testing.T) {
 		{name: "scan start", method: "GET", target: "/tasks/t1/state?start=b", status: 200, check: wantScan(3, "")},
 		{name: "scan limit sets next", method: "GET", target: "/tasks/t1/state?limit=2", status: 200, check: wantScan(2, "b")},
 		{name: "scan limit cut to max", method: "GET", target: "/tasks/t1/state?limit=1000", opts: Options{MaxScanLimit: 3}, status: 200, check: wantScan(3, "ba")},
-		{name: "scan both prefix forms", method: "GET", target: "/tasks/t1/state?prefix=a&prefix_b64=YQ==", status: 400, code: CodeInvalid},
-		{name: "scan bad base64", method: "GET", target: "/tasks/t1/state?start_b64=!!", status: 400, code: CodeInvalid},
-		{name: "scan zero limit", method: "GET", target: "/tasks/t1/state?limit=0", status: 400, code: CodeInvalid},
-		{name: "scan non-numeric limit", method: "GET", target: "/tasks/t1/state?limit=ten", status: 400, code: CodeInvalid},
-		{name: "scan unknown parameter", method: "GET", target: "/tasks/t1/state?from=a", status: 400, code: CodeInvalid},
-		{name: "scan learner task", method: "GET", target: "/tasks/t2/state", status: 409, code: CodeNotOwner},
-		{name: "scan unknown task", method: "GET", target: "/tasks/nope/state", status: 404, code: CodeUnknownTask},
-		{name: "scan invalid task ID", method: "GET", target: "/tasks/%2F/state", status: 400, code: CodeInvalid},
+		{name: "scan both prefix forms", method: "GET", target: "/tasks/t1/state?prefix=a&prefix_b64=YQ==", status: 400, code: api.CodeInvalid},
+		{name: "scan bad base64", method: "GET", target: "/tasks/t1/state?start_b64=!!", status: 400, code: api.CodeInvalid},
+		{name: "scan zero limit", method: "GET", target: "/tasks/t1/state?limit=0", status: 400, code: api.CodeInvalid},
+		{name: "scan non-numeric limit", method: "GET", target: "/tasks/t1/state?limit=ten", status: 400, code: api.CodeInvalid},
+		{name: "scan unknown parameter", method: "GET", target: "/tasks/t1/state?from=a", status: 400, code: api.CodeInvalid},
+		{name: "scan learner task", method: "GET", target: "/tasks/t2/state", status: 409, code: api.CodeNotOwner},
+		{name: "scan unknown task", method: "GET", target: "/tasks/nope/state", status: 404, code: api.CodeUnknownTask},
+		{name: "scan invalid task ID", method: "GET", target: "/tasks/%2F/state", status: 400, code: api.CodeInvalid},
 
 		// commit
 		{name: "commit", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"AP8=","value":"AQ=="}],"deletes":["YQ=="],"checkpoint":"AAAAAAAAAAc=","epoch":3}`,
 			status: 200, mutates: true, check: func(t *testing.T, f *fakeBackend, r response) {
-				var res CommitResult
+				var res api.CommitResult
 				mustJSON(t, r.body, &res)
-				if res != (CommitResult{Task: "t1", Seq: 1, Epoch: 3}) {
+				if res != (api.CommitResult{Task: "t1", Seq: 1, Epoch: 3}) {
 					t.Errorf("commit = %+v, want t1 seq 1 epoch 3", res)
 				}
 				f.mu.Lock()
@@ -196,66 +197,66 @@ func TestRoutes(t *testing.T) {
 				}
 			}},
 		{name: "commit empty object", method: "POST", target: "/tasks/t1/commit", body: ` {} `, status: 200, mutates: true},
-		{name: "commit stale epoch", method: "POST", target: "/tasks/t1/commit", body: `{"epoch":2}`, status: 409, code: CodeNotOwner, mutates: true},
-		{name: "commit learner task", method: "POST", target: "/tasks/t2/commit", body: `{}`, status: 409, code: CodeNotOwner, mutates: true},
-		{name: "commit unknown task", method: "POST", target: "/tasks/nope/commit", body: `{}`, status: 404, code: CodeUnknownTask, mutates: true},
-		{name: "commit invalid task ID", method: "POST", target: "/tasks/-%00/commit", body: `{}`, status: 400, code: CodeInvalid},
-		{name: "commit unknown field", method: "POST", target: "/tasks/t1/commit", body: `{"put":[]}`, status: 400, code: CodeInvalid},
-		{name: "commit trailing garbage", method: "POST", target: "/tasks/t1/commit", body: `{}{}`, status: 400, code: CodeInvalid},
-		{name: "commit not an object", method: "POST", target: "/tasks/t1/commit", body: `null`, status: 400, code: CodeInvalid},
-		{name: "commit without a body", method: "POST", target: "/tasks/t1/commit", status: 415, code: CodeUnsupportedMediaType},
-		{name: "commit key not base64", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"a b","value":""}]}`, status: 400, code: CodeInvalid},
-		{name: "commit empty put key", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"","value":"AQ=="}]}`, status: 400, code: CodeInvalid},
-		{name: "commit missing put key", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"value":"AQ=="}]}`, status: 400, code: CodeInvalid},
-		{name: "commit empty delete key", method: "POST", target: "/tasks/t1/commit", body: `{"deletes":[""]}`, status: 400, code: CodeInvalid},
-		{name: "commit duplicate key", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"YQ==","value":""}],"deletes":["YQ=="]}`, status: 400, code: CodeInvalid},
-		{name: "commit negative epoch", method: "POST", target: "/tasks/t1/commit", body: `{"epoch":-1}`, status: 400, code: CodeInvalid},
-		{name: "commit key too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"YWFh","value":""}]}`, opts: Options{MaxKeyBytes: 2}, status: 413, code: CodeTooLarge},
-		{name: "commit delete too large", method: "POST", target: "/tasks/t1/commit", body: `{"deletes":["YWFh"]}`, opts: Options{MaxKeyBytes: 2}, status: 413, code: CodeTooLarge},
-		{name: "commit value too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"YQ==","value":"YWFh"}]}`, opts: Options{MaxValueBytes: 2}, status: 413, code: CodeTooLarge},
-		{name: "commit checkpoint too large", method: "POST", target: "/tasks/t1/commit", body: `{"checkpoint":"YWFh"}`, opts: Options{MaxValueBytes: 2}, status: 413, code: CodeTooLarge},
-		{name: "commit body too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[]}` + strings.Repeat(" ", 100), opts: Options{MaxBodyBytes: 64}, status: 413, code: CodeTooLarge},
+		{name: "commit stale epoch", method: "POST", target: "/tasks/t1/commit", body: `{"epoch":2}`, status: 409, code: api.CodeNotOwner, mutates: true},
+		{name: "commit learner task", method: "POST", target: "/tasks/t2/commit", body: `{}`, status: 409, code: api.CodeNotOwner, mutates: true},
+		{name: "commit unknown task", method: "POST", target: "/tasks/nope/commit", body: `{}`, status: 404, code: api.CodeUnknownTask, mutates: true},
+		{name: "commit invalid task ID", method: "POST", target: "/tasks/-%00/commit", body: `{}`, status: 400, code: api.CodeInvalid},
+		{name: "commit unknown field", method: "POST", target: "/tasks/t1/commit", body: `{"put":[]}`, status: 400, code: api.CodeInvalid},
+		{name: "commit trailing garbage", method: "POST", target: "/tasks/t1/commit", body: `{}{}`, status: 400, code: api.CodeInvalid},
+		{name: "commit not an object", method: "POST", target: "/tasks/t1/commit", body: `null`, status: 400, code: api.CodeInvalid},
+		{name: "commit without a body", method: "POST", target: "/tasks/t1/commit", status: 415, code: api.CodeUnsupportedMediaType},
+		{name: "commit key not base64", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"a b","value":""}]}`, status: 400, code: api.CodeInvalid},
+		{name: "commit empty put key", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"","value":"AQ=="}]}`, status: 400, code: api.CodeInvalid},
+		{name: "commit missing put key", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"value":"AQ=="}]}`, status: 400, code: api.CodeInvalid},
+		{name: "commit empty delete key", method: "POST", target: "/tasks/t1/commit", body: `{"deletes":[""]}`, status: 400, code: api.CodeInvalid},
+		{name: "commit duplicate key", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"YQ==","value":""}],"deletes":["YQ=="]}`, status: 400, code: api.CodeInvalid},
+		{name: "commit negative epoch", method: "POST", target: "/tasks/t1/commit", body: `{"epoch":-1}`, status: 400, code: api.CodeInvalid},
+		{name: "commit key too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"YWFh","value":""}]}`, opts: Options{MaxKeyBytes: 2}, status: 413, code: api.CodeTooLarge},
+		{name: "commit delete too large", method: "POST", target: "/tasks/t1/commit", body: `{"deletes":["YWFh"]}`, opts: Options{MaxKeyBytes: 2}, status: 413, code: api.CodeTooLarge},
+		{name: "commit value too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"YQ==","value":"YWFh"}]}`, opts: Options{MaxValueBytes: 2}, status: 413, code: api.CodeTooLarge},
+		{name: "commit checkpoint too large", method: "POST", target: "/tasks/t1/commit", body: `{"checkpoint":"YWFh"}`, opts: Options{MaxValueBytes: 2}, status: 413, code: api.CodeTooLarge},
+		{name: "commit body too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[]}` + strings.Repeat(" ", 100), opts: Options{MaxBodyBytes: 64}, status: 413, code: api.CodeTooLarge},
 		{name: "commit backend unavailable", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
-			f.setFail("Commit", fmt.Errorf("changelog append for task t1: %w", ErrUnavailable))
-		}, status: 503, code: CodeUnavailable, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
+			f.setFail("Commit", fmt.Errorf("changelog append for task t1: %w", api.ErrUnavailable))
+		}, status: 503, code: api.CodeUnavailable, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
 			if r.header.Get("Retry-After") == "" {
 				t.Errorf("503 without Retry-After")
 			}
 		}},
 		{name: "commit must resume", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
-			f.setFail("Commit", fmt.Errorf("an earlier commit landed without its acknowledgement: %w", ErrResume))
-		}, status: 409, code: CodeResume, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
+			f.setFail("Commit", fmt.Errorf("an earlier commit landed without its acknowledgement: %w", api.ErrResume))
+		}, status: 409, code: api.CodeResume, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
 			if r.header.Get("Retry-After") != "" {
 				t.Errorf("a resume answer says Retry-After: the commit must not be retried")
 			}
 		}},
 		{name: "commit backend invalid", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
-			f.setFail("Commit", fmt.Errorf("checkpoint must not shrink: %w", ErrInvalid))
-		}, status: 400, code: CodeInvalid, mutates: true},
+			f.setFail("Commit", fmt.Errorf("checkpoint must not shrink: %w", api.ErrInvalid))
+		}, status: 400, code: api.CodeInvalid, mutates: true},
 		{name: "commit backend too large", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
-			f.setFail("Commit", fmt.Errorf("changelog message over the stream's max: %w", ErrTooLarge))
-		}, status: 413, code: CodeTooLarge, mutates: true},
+			f.setFail("Commit", fmt.Errorf("changelog message over the stream's max: %w", api.ErrTooLarge))
+		}, status: 413, code: api.CodeTooLarge, mutates: true},
 
 		// leave, group, health, metrics
 		{name: "leave", method: "POST", target: "/leave", status: 202, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
-			var st LeaveStatus
+			var st api.LeaveStatus
 			mustJSON(t, r.body, &st)
-			if st.State != StateLeaving || st.Started == nil || len(st.Remaining) != 2 {
+			if st.State != api.StateLeaving || st.Started == nil || len(st.Remaining) != 2 {
 				t.Errorf("leave = %+v, want leaving with a start time and 2 remaining tasks", st)
 			}
 		}},
 		{name: "leave status", method: "GET", target: "/leave", status: 200, check: func(t *testing.T, _ *fakeBackend, r response) {
-			var st LeaveStatus
+			var st api.LeaveStatus
 			mustJSON(t, r.body, &st)
-			if st.State != StateMember || st.Started != nil {
+			if st.State != api.StateMember || st.Started != nil {
 				t.Errorf("leave status = %+v, want member, not started", st)
 			}
 		}},
 		{name: "leave fails", method: "POST", target: "/leave", setup: func(f *fakeBackend) {
-			f.setFail("Leave", fmt.Errorf("record leave in NATS: %w", ErrUnavailable))
-		}, status: 503, code: CodeUnavailable, mutates: true},
+			f.setFail("Leave", fmt.Errorf("record leave in NATS: %w", api.ErrUnavailable))
+		}, status: 503, code: api.CodeUnavailable, mutates: true},
 		{name: "group", method: "GET", target: "/group", status: 200, check: func(t *testing.T, _ *fakeBackend, r response) {
-			var g GroupView
+			var g api.GroupView
 			mustJSON(t, r.body, &g)
 			if g.Group != "demo" || len(g.Members) != 1 {
 				t.Errorf("group = %+v, want demo with one member", g)
@@ -263,20 +264,20 @@ func TestRoutes(t *testing.T) {
 		}},
 		{name: "group cancelled", method: "GET", target: "/group", setup: func(f *fakeBackend) {
 			f.setFail("Group", fmt.Errorf("read members: %w", context.DeadlineExceeded))
-		}, status: 503, code: CodeUnavailable},
+		}, status: 503, code: api.CodeUnavailable},
 		{name: "healthz", method: "GET", target: "/healthz", status: 200},
 		{name: "readyz not ready", method: "GET", target: "/readyz", setup: func(f *fakeBackend) {
 			f.setReady(errors.New("joining group demo: no generation yet"))
-		}, status: 503, code: CodeUnavailable, check: func(t *testing.T, _ *fakeBackend, r response) {
+		}, status: 503, code: api.CodeUnavailable, check: func(t *testing.T, _ *fakeBackend, r response) {
 			if e := r.errBody(t); !strings.Contains(e.Message, "no generation yet") {
 				t.Errorf("message %q does not give the reason", e.Message)
 			}
 		}},
 		{name: "readyz ready", method: "GET", target: "/readyz", status: 200},
-		{name: "metrics disabled", method: "GET", target: "/metrics", status: 404, code: CodeNotFound},
+		{name: "metrics disabled", method: "GET", target: "/metrics", status: 404, code: api.CodeNotFound},
 		{name: "metrics", method: "GET", target: "/metrics", opts: Options{Metrics: metrics}, status: 200, check: wantRaw("handoff_up 1\n")},
-		{name: "unknown route", method: "GET", target: "/tasks", status: 404, code: CodeNotFound},
-		{name: "unknown task route", method: "GET", target: "/tasks/t1/stats", status: 404, code: CodeNotFound},
+		{name: "unknown route", method: "GET", target: "/tasks", status: 404, code: api.CodeNotFound},
+		{name: "unknown task route", method: "GET", target: "/tasks/t1/stats", status: 404, code: api.CodeNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,7 +330,7 @@ func wantRaw(want string) func(t *testing.T, f *fakeBackend, r response) {
 func wantScan(n int, next string) func(t *testing.T, f *fakeBackend, r response) {
 	return func(t *testing.T, _ *fakeBackend, r response) {
 		t.Helper()
-		var res ScanResult
+		var res api.ScanResult
 		mustJSON(t, r.body, &res)
 		if len(res.Items) != n || string(res.Next) != next {
 			t.Errorf("scan = %d items, next %q; want %d items, next %q (body %s)", len(res.Items), res.Next, n, next, r.body)
@@ -346,7 +347,7 @@ func TestScanPagesThroughEveryKey(t *testing.T) {
 	for i := range 10 {
 		data[fmt.Sprintf("k%02d", i)] = "v"
 	}
-	f.addTask("t1", RoleActive, 1, data)
+	f.addTask("t1", api.RoleActive, 1, data)
 	h := New(f, Options{MaxScanLimit: 3}).Handler()
 	var got []string
 	target := "/tasks/t1/state"
@@ -355,7 +356,7 @@ func TestScanPagesThroughEveryKey(t *testing.T) {
 			t.Fatalf("scan did not end after %d pages", pages)
 		}
 		r := serve(h, "GET", target, nil, nil)
-		var res ScanResult
+		var res api.ScanResult
 		mustJSON(t, r.body, &res)
 		for _, kv := range res.Items {
 			got = append(got, string(kv.Key))
@@ -401,7 +402,7 @@ func TestAuth(t *testing.T) {
 				t.Fatalf("GET %s with %q = %d %s, want %d", tt.target, tt.auth, r.status, r.body, tt.status)
 			}
 			if tt.status == 401 {
-				if e := r.errBody(t); e.Code != CodeUnauthorized {
+				if e := r.errBody(t); e.Code != api.CodeUnauthorized {
 					t.Errorf("code = %q, want unauthorized", e.Code)
 				}
 				if r.header.Get("WWW-Authenticate") == "" {
@@ -455,9 +456,9 @@ func TestLongPollWakesOnChange(t *testing.T) {
 		t.Fatalf("long-poll answered %d %s before the view changed", r.status, r.body)
 	default:
 	}
-	f.addTask("t1", RoleActive, 1, nil)
+	f.addTask("t1", api.RoleActive, 1, nil)
 	r := awaitResponse(t, done)
-	var v View
+	var v api.View
 	mustJSON(t, r.body, &v)
 	if r.status != 200 || v.Version != 2 || len(v.Tasks) != 1 {
 		t.Errorf("long-poll = %d version %d with %d tasks, want 200 version 2 with 1 task", r.status, v.Version, len(v.Tasks))
@@ -485,7 +486,7 @@ func TestLongPollEndsAtWaitBound(t *testing.T) {
 				t.Errorf("WaitAssignment deadline = %v after the request, want at most %v", deadline.Sub(start), tt.bound)
 			}
 			r := awaitResponse(t, done)
-			var v View
+			var v api.View
 			mustJSON(t, r.body, &v)
 			if r.status != 200 || v.Version != 1 {
 				t.Errorf("long-poll = %d version %d, want 200 with the unchanged version 1", r.status, v.Version)

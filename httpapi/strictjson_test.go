@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/handoffhq/handoff/api"
 )
 
 // commitBody is a commit of n puts of 100-byte values.
@@ -30,7 +32,7 @@ func BenchmarkDecodeCommit(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				var req CommitRequest
+				var req api.CommitRequest
 				if err := decode(body, &req); err != nil {
 					b.Fatal(err)
 				}

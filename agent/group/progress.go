@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/handoffhq/handoff/httpapi/wire"
+	"github.com/handoffhq/handoff/api"
 )
 
 // ProgressSubject is where member publishes its learners' and standbys'
@@ -25,14 +25,14 @@ func ProgressWildcard(group string) string { return "handoff." + group + ".progr
 // had applied when it reported (the leader counts a report only from the
 // generation that made the member a learner).
 type Progress struct {
-	wire.LearnerProgress
+	api.LearnerProgress
 	Generation uint64
 }
 
 // progressJSON is a Progress as it is published: its time is "at" (not the
 // API's "updated"), as members of every version read it.
 type progressJSON struct {
-	wire.LearnerProgress
+	api.LearnerProgress
 	Updated    *struct{} `json:"updated,omitempty"` // hides the API's name
 	At         time.Time `json:"at"`
 	Generation uint64    `json:"generation"`
@@ -84,7 +84,7 @@ func WatchProgress(nc *nats.Conn, group string, fn func(Progress)) (stop func(),
 }
 
 // SortProgress orders reports by task, then member.
-func SortProgress(ps []wire.LearnerProgress) {
+func SortProgress(ps []api.LearnerProgress) {
 	sort.Slice(ps, func(i, j int) bool {
 		if ps[i].Task != ps[j].Task {
 			return ps[i].Task < ps[j].Task

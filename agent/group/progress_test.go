@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi/wire"
+	"github.com/handoffhq/handoff/api"
 )
 
 // TestProgressEncoding: a report is published with its time as "at" and
@@ -14,7 +14,7 @@ import (
 // to itself.
 func TestProgressEncoding(t *testing.T) {
 	p := Progress{
-		LearnerProgress: wire.LearnerProgress{Task: "t1", Member: "m1", Role: wire.RoleLearner, Applied: 7, End: 9, Lag: 2,
+		LearnerProgress: api.LearnerProgress{Task: "t1", Member: "m1", Role: api.RoleLearner, Applied: 7, End: 9, Lag: 2,
 			Updated: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
 		Generation: 12,
 	}

@@ -11,15 +11,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/httpapi/wire"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/snapshot"
 )
 
 // ReadGroup builds the group's view from its KV bucket: the leader, the
 // last generation with every member's part, and the live members. progress
 // is added as given (learners' reports, heard over NATS by the caller).
-func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progress []wire.LearnerProgress) (wire.GroupView, error) {
-	gv := wire.GroupView{Group: group, Members: []wire.MemberView{}, Tasks: []wire.GroupTask{}, Progress: progress}
+func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progress []api.LearnerProgress) (api.GroupView, error) {
+	gv := api.GroupView{Group: group, Members: []api.MemberView{}, Tasks: []api.GroupTask{}, Progress: progress}
 	SortProgress(gv.Progress)
 	cfg, _, ok, err := LoadConfig(ctx, kv)
 	if err != nil {
@@ -46,7 +46,7 @@ func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progres
 		return gv, fmt.Errorf("group config: %w", err)
 	}
 	for _, t := range tasks {
-		gt := wire.GroupTask{ID: t.ID, Stateful: t.Stateful}
+		gt := api.GroupTask{ID: t.ID, Stateful: t.Stateful}
 		if ta, ok := as.Tasks[t.ID]; ok {
 			gt.Active, gt.Epoch, gt.Standbys = ta.Active, ta.Epoch, ta.Standbys
 			if ta.Revoke != nil {
@@ -75,7 +75,7 @@ func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progres
 	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		r, live := records[id]
 		ma, inGen := parts[id]
-		mv := wire.MemberView{ID: id, Addr: r.Addr, Zone: r.Zone, Capacity: r.Capacity, Active: []string{}, Worker: string(r.Worker)}
+		mv := api.MemberView{ID: id, Addr: r.Addr, Zone: r.Zone, Capacity: r.Capacity, Active: []string{}, Worker: string(r.Worker)}
 		if live && r.Worker != assign.WorkerAttached && !r.WorkerSince.IsZero() {
 			since := r.WorkerSince
 			mv.WorkerSince = &since
@@ -84,13 +84,13 @@ func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progres
 		case !live:
 			mv.State = "dead"
 		case shutdown[id]:
-			mv.State = wire.StateDone
+			mv.State = api.StateDone
 		case r.Leaving:
-			mv.State = wire.StateLeaving
+			mv.State = api.StateLeaving
 		case !inGen:
-			mv.State = wire.StateJoining
+			mv.State = api.StateJoining
 		default:
-			mv.State = wire.StateMember
+			mv.State = api.StateMember
 		}
 		mv.Active = append(mv.Active, slices.Sorted(maps.Keys(ma.Tasks))...)
 		mv.Learning = ma.Learning
@@ -103,7 +103,7 @@ func ReadGroup(ctx context.Context, kv jetstream.KeyValue, group string, progres
 // ReadSnapshots fills each task's SnapshotSeq and SnapshotAge in gv from
 // the group's snapshot bucket, as of now. A group whose bucket does not
 // exist yet has no snapshots.
-func ReadSnapshots(ctx context.Context, js jetstream.JetStream, gv *wire.GroupView, now time.Time) error {
+func ReadSnapshots(ctx context.Context, js jetstream.JetStream, gv *api.GroupView, now time.Time) error {
 	b, err := snapshot.OpenExisting(ctx, js, gv.Group)
 	if errors.Is(err, snapshot.ErrNotFound) {
 		return nil
@@ -115,7 +115,7 @@ func ReadSnapshots(ctx context.Context, js jetstream.JetStream, gv *wire.GroupVi
 }
 
 // FillSnapshots is ReadSnapshots from an open snapshot bucket.
-func FillSnapshots(ctx context.Context, b *snapshot.Bucket, gv *wire.GroupView, now time.Time) error {
+func FillSnapshots(ctx context.Context, b *snapshot.Bucket, gv *api.GroupView, now time.Time) error {
 	all, err := b.ListAll(ctx)
 	if err != nil {
 		return err

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // mountTmpfs mounts a tmpfs of size under the test's temporary directory,
@@ -58,7 +58,7 @@ func fillDisk(t *testing.T, dir string) string {
 
 // commitHTTP commits one 8 KiB value to task at epoch and returns the
 // status and error code.
-func commitHTTP(t *testing.T, api, task string, epoch uint64, i int) (int, string) {
+func commitHTTP(t *testing.T, addr, task string, epoch uint64, i int) (int, string) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{
 		"epoch":      epoch,
@@ -68,12 +68,12 @@ func commitHTTP(t *testing.T, api, task string, epoch uint64, i int) (int, strin
 			"value": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{'v'}, 8<<10)),
 		}},
 	})
-	resp, err := http.Post("http://"+api+"/tasks/"+task+"/commit", "application/json", bytes.NewReader(body))
+	resp, err := http.Post("http://"+addr+"/tasks/"+task+"/commit", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("commit %d: %v (the agent died?)", i, err)
 	}
 	defer resp.Body.Close()
-	var eb httpapi.ErrorBody
+	var eb api.ErrorBody
 	_ = json.NewDecoder(resp.Body).Decode(&eb)
 	return resp.StatusCode, eb.Code
 }
@@ -99,7 +99,7 @@ func TestFullDiskProcess(t *testing.T) {
 		"--listen", "127.0.0.1:0", "--embedded-nats-listen", "127.0.0.1:0", "--tasks", "orders-0",
 		"--store-min-free-mb", "4", "--release-timeout", "1s"}
 	a := startAgent(t, "m1", nil, args...)
-	v := a.waitView(startDeadline, "orders-0 active", func(v httpapi.View) bool { return activeCount(v) == 1 })
+	v := a.waitView(startDeadline, "orders-0 active", func(v api.View) bool { return activeCount(v) == 1 })
 	epoch := v.Tasks[0].Epoch
 	readyz := func() int {
 		resp, err := http.Get(a.url("/readyz"))
@@ -126,8 +126,8 @@ func TestFullDiskProcess(t *testing.T) {
 	until("commits refused", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s != http.StatusOK })
 	for range 200 {
 		i++
-		if s, code := commitHTTP(t, a.api, "orders-0", epoch, i); s != http.StatusServiceUnavailable || code != httpapi.CodeUnavailable {
-			t.Fatalf("commit on a full disk = %d %s, want 503 %s", s, code, httpapi.CodeUnavailable)
+		if s, code := commitHTTP(t, a.api, "orders-0", epoch, i); s != http.StatusServiceUnavailable || code != api.CodeUnavailable {
+			t.Fatalf("commit on a full disk = %d %s, want 503 %s", s, code, api.CodeUnavailable)
 		}
 	}
 	if s := readyz(); s != http.StatusServiceUnavailable {
@@ -161,5 +161,5 @@ func TestFullDiskProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startAgent(t, "m1 restarted", nil, args...)
-	c.waitView(startDeadline, "orders-0 active again", func(v httpapi.View) bool { return activeCount(v) == 1 })
+	c.waitView(startDeadline, "orders-0 active again", func(v api.View) bool { return activeCount(v) == 1 })
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gopkg.in/yaml.v3"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/internal/natstest"
 )
 
@@ -428,7 +428,7 @@ func TestKubernetesPreStop(t *testing.T) {
 			if err := runPreStop(t, script, a.api, path); err != nil {
 				t.Fatal(err)
 			}
-			var st httpapi.LeaveStatus
+			var st api.LeaveStatus
 			getJSON(t, a.url("/leave"), &st)
 			if !st.Shutdown {
 				t.Errorf("the preStop hook returned before the agent said shutdown: %+v", st)
@@ -534,10 +534,10 @@ func TestKubernetesTermination(t *testing.T) {
 	}
 	m0 := start("orders-0")
 	w0 := startWorker(t, m0.api)
-	m0.waitView(startDeadline, "every task", func(v httpapi.View) bool { return len(v.Tasks) == tasks })
+	m0.waitView(startDeadline, "every task", func(v api.View) bool { return len(v.Tasks) == tasks })
 	m1 := start("orders-1")
 	startWorker(t, m1.api)
-	m1.waitView(startDeadline, "an active task", func(v httpapi.View) bool { return activeCount(v) > 0 })
+	m1.waitView(startDeadline, "an active task", func(v api.View) bool { return activeCount(v) > 0 })
 
 	// The probes, on the address the test agents listen on.
 	for _, p := range []*k8sHandler{side.StartupProbe, side.LivenessProbe, side.ReadinessProbe} {
@@ -563,7 +563,7 @@ func TestKubernetesTermination(t *testing.T) {
 	if _, err := memberRecord(t, ns.URL, cfg.Group, "orders-0"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("orders-0's member record after exit: %v, want it deleted", err)
 	}
-	m1.waitView(exitDeadline, "every task active", func(v httpapi.View) bool { return activeCount(v) == tasks })
+	m1.waitView(exitDeadline, "every task active", func(v api.View) bool { return activeCount(v) == tasks })
 	if !m0.logged("left the group") {
 		t.Errorf("orders-0 did not log that it left the group")
 	}

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/cmd/handoff/internal/groupcli"
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 func init() {
@@ -91,7 +91,7 @@ Flags:
 // printLeave writes one line of progress, plus a line per learner. The
 // remaining tasks are listed only when there are at most 8, so that the
 // line stays readable for a member that owns many.
-func printLeave(w io.Writer, st httpapi.LeaveStatus) {
+func printLeave(w io.Writer, st api.LeaveStatus) {
 	fmt.Fprintf(w, "%s  %s, %d task(s) still here", time.Now().Format(time.TimeOnly), st.State, len(st.Remaining))
 	if len(st.Remaining) > 0 && len(st.Remaining) <= 8 {
 		fmt.Fprintf(w, ": %s", strings.Join(st.Remaining, " "))

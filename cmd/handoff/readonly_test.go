@@ -62,7 +62,7 @@ func TestReadOnlyCommandsLinkNoRuntime(t *testing.T) {
 // an agent's API and share package main with 'handoff agent', from
 // importing a member's runtime; go list cannot tell them apart from it, so
 // the check is on the imports of their files. leave reads the API through
-// client and its documents (httpapi's types).
+// client and its documents (api's types).
 func TestAPICommandsImportNoRuntime(t *testing.T) {
 	forbidden := map[string]bool{
 		"github.com/handoffhq/handoff/agent":            true,

@@ -21,8 +21,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/natstest"
 )
@@ -209,15 +209,15 @@ func (p *agentProc) waitExit(d time.Duration) int {
 func (p *agentProc) url(path string) string { return "http://" + p.api + path }
 
 // view long-polls p's /assignment past version after.
-func (p *agentProc) view(after uint64) httpapi.View {
+func (p *agentProc) view(after uint64) api.View {
 	p.t.Helper()
-	var v httpapi.View
+	var v api.View
 	getJSON(p.t, p.url(fmt.Sprintf("/assignment?wait=10s&after=%d", after)), &v)
 	return v
 }
 
 // waitView follows p's /assignment until ok holds for a view, at most d.
-func (p *agentProc) waitView(d time.Duration, what string, ok func(httpapi.View) bool) httpapi.View {
+func (p *agentProc) waitView(d time.Duration, what string, ok func(api.View) bool) api.View {
 	p.t.Helper()
 	deadline := time.Now().Add(d)
 	v := p.view(0)
@@ -245,7 +245,7 @@ func getJSON(t *testing.T, url string, out any) {
 	}
 }
 
-func isMember(v httpapi.View) bool { return v.State == httpapi.StateMember }
+func isMember(v api.View) bool { return v.State == api.StateMember }
 
 // TestSignalLeavesThenExits runs the agent with its embedded NATS server and
 // a worker, and signals it once: the API must stay up through the leave
@@ -266,7 +266,7 @@ func TestSignalLeavesThenExits(t *testing.T) {
 				// A record that outlives the test: only a delete removes it.
 				"--session-timeout", "5m")
 			w := startWorker(t, a.api)
-			a.waitView(startDeadline, "state member and 5 active tasks", func(v httpapi.View) bool {
+			a.waitView(startDeadline, "state member and 5 active tasks", func(v api.View) bool {
 				return isMember(v) && activeCount(v) == 5
 			})
 			natsURL, _ := a.waitLog("embedded NATS server started", startDeadline)["url"].(string)
@@ -390,10 +390,10 @@ func startWorker(t *testing.T, api string) *worker {
 	return w
 }
 
-func activeCount(v httpapi.View) int {
+func activeCount(v api.View) int {
 	n := 0
 	for _, task := range v.Tasks {
-		if task.Role == httpapi.RoleActive {
+		if task.Role == api.RoleActive {
 			n++
 		}
 	}

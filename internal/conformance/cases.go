@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // The cases, in the order the report lists them. Their IDs are stable:
@@ -103,7 +103,7 @@ func newHistory(calls []call) *history {
 				seenR[key] = true
 				h.revokes = append(h.revokes, shown{tv.ID, tv.Epoch, c.End})
 			}
-			if !revoked && tv.Role == httpapi.RoleActive && !seenA[key] {
+			if !revoked && tv.Role == api.RoleActive && !seenA[key] {
 				seenA[key] = true
 				h.actives = append(h.actives, shown{tv.ID, tv.Epoch, c.End})
 			}

@@ -37,9 +37,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/countworker"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
 )
 
@@ -468,10 +468,10 @@ func (r *run) stopSecond() error {
 }
 
 // activeTasks lists the tasks v shows active and not revoked.
-func activeTasks(v httpapi.View) []string {
+func activeTasks(v api.View) []string {
 	var out []string
 	for _, tv := range v.Tasks {
-		if tv.Role == httpapi.RoleActive && !slices.Contains(v.Revoke, tv.ID) {
+		if tv.Role == api.RoleActive && !slices.Contains(v.Revoke, tv.ID) {
 			out = append(out, tv.ID)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // proxy stands between the worker and its agent's API. It records every
@@ -153,7 +153,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if kind == callCommit {
 		c.Body = body
-		var req httpapi.CommitRequest
+		var req api.CommitRequest
 		if json.Unmarshal(body, &req) == nil {
 			c.Commit = &req
 		}
@@ -172,9 +172,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(out)
 	}
 
-	var view *httpapi.View
+	var view *api.View
 	if kind == callAssignment && status == http.StatusOK {
-		view = new(httpapi.View)
+		view = new(api.View)
 		if json.Unmarshal(out, view) != nil {
 			view = nil
 		}
@@ -182,7 +182,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rec.finish(c, func() {
 		c.Status = status
 		if status >= 300 {
-			var eb httpapi.ErrorBody
+			var eb api.ErrorBody
 			if json.Unmarshal(out, &eb) == nil {
 				c.Code = eb.Code
 			}
@@ -323,7 +323,7 @@ func (p *proxy) forward(r *http.Request, c *call, body []byte) (int, http.Header
 
 // rewriteView hides the armed activation from a view.
 func (p *proxy) rewriteView(out []byte) ([]byte, string) {
-	var v httpapi.View
+	var v api.View
 	if json.Unmarshal(out, &v) != nil {
 		return out, ""
 	}
@@ -333,17 +333,17 @@ func (p *proxy) rewriteView(out []byte) ([]byte, string) {
 	if h := p.hide; h != nil && !h.done {
 		for i, tv := range v.Tasks {
 			revoked := slices.Contains(v.Revoke, tv.ID)
-			if h.task == "" && tv.Role == httpapi.RoleActive && !revoked && slices.Contains(h.candidates, tv.ID) {
+			if h.task == "" && tv.Role == api.RoleActive && !revoked && slices.Contains(h.candidates, tv.ID) {
 				h.task, h.epoch = tv.ID, tv.Epoch
 			}
 			if tv.ID != h.task || h.task == "" {
 				continue
 			}
-			if revoked || tv.Epoch != h.epoch || tv.Role != httpapi.RoleActive {
+			if revoked || tv.Epoch != h.epoch || tv.Role != api.RoleActive {
 				h.done = true
 				continue
 			}
-			v.Tasks[i] = httpapi.TaskView{ID: tv.ID, Role: httpapi.RoleLearner, Stateful: tv.Stateful, Epoch: tv.Epoch}
+			v.Tasks[i] = api.TaskView{ID: tv.ID, Role: api.RoleLearner, Stateful: tv.Stateful, Epoch: tv.Epoch}
 			hidden = tv.ID
 		}
 	}
@@ -372,6 +372,6 @@ func errorAnswer(code, msg string) (int, http.Header, []byte, *fault) {
 	if status == http.StatusServiceUnavailable {
 		h.Set("Retry-After", "1")
 	}
-	b, _ := json.Marshal(httpapi.ErrorBody{Code: code, Message: msg})
+	b, _ := json.Marshal(api.ErrorBody{Code: code, Message: msg})
 	return status, h, append(b, '\n'), nil
 }

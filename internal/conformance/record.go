@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // Kinds of recorded calls.
@@ -45,10 +45,10 @@ type call struct {
 	// Fault is the fault the proxy answered with, if any.
 	Fault string
 	// Commit is the decoded body of a commit (nil if it did not decode).
-	Commit *httpapi.CommitRequest
+	Commit *api.CommitRequest
 	Body   []byte // the raw commit body
 	// View is the view answered to a GET /assignment, as the worker got it.
-	View *httpapi.View
+	View *api.View
 	// Hidden is the task whose activation this view hid, if any.
 	Hidden string
 	// Abandoned says the worker closed the connection of a hung call
@@ -109,16 +109,16 @@ func writeCalls(path string, calls []call) error {
 	enc := json.NewEncoder(f)
 	for _, c := range calls {
 		line := struct {
-			Start  string                 `json:"start"`
-			End    string                 `json:"end,omitempty"`
-			Method string                 `json:"method"`
-			URL    string                 `json:"url"`
-			Status int                    `json:"status"`
-			Code   string                 `json:"code,omitempty"`
-			Fault  string                 `json:"injected,omitempty"`
-			Hidden string                 `json:"hiddenActivation,omitempty"`
-			Commit *httpapi.CommitRequest `json:"commit,omitempty"`
-			View   *httpapi.View          `json:"view,omitempty"`
+			Start  string             `json:"start"`
+			End    string             `json:"end,omitempty"`
+			Method string             `json:"method"`
+			URL    string             `json:"url"`
+			Status int                `json:"status"`
+			Code   string             `json:"code,omitempty"`
+			Fault  string             `json:"injected,omitempty"`
+			Hidden string             `json:"hiddenActivation,omitempty"`
+			Commit *api.CommitRequest `json:"commit,omitempty"`
+			View   *api.View          `json:"view,omitempty"`
 		}{Start: clock(c.Start), Method: c.Method, URL: c.Path, Status: c.Status, Code: c.Code, Fault: c.Fault, Hidden: c.Hidden, Commit: c.Commit, View: c.View}
 		if q := c.Query.Encode(); q != "" {
 			line.URL += "?" + q

@@ -3,14 +3,14 @@ package invariants
 import (
 	"fmt"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // Balanced checks that gv is a finished, balanced assignment over members:
 // every task active on one of them, no learner or revoke in flight, and
 // each member's count within one of the others', stateful and stateless
 // separately.
-func Balanced(gv httpapi.GroupView, members ...string) error {
+func Balanced(gv api.GroupView, members ...string) error {
 	want := make(map[string]bool, len(members))
 	for _, m := range members {
 		want[m] = true

@@ -4,9 +4,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 // Kinds of Pause.
@@ -303,7 +303,7 @@ func replayOf(run []Report, since time.Time, log []changelog.Record) (Replay, bo
 	}
 	rp := Replay{Task: first.Task, Member: first.Member, Role: first.Role, Messages: last.Replayed - before, First: first.Heard, Last: last.Heard}
 	if rp.Role == "" {
-		rp.Role = httpapi.RoleLearner
+		rp.Role = api.RoleLearner
 	}
 	for _, rep := range run {
 		rp.PeakRate = max(rp.PeakRate, rep.Rate)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 func testConfig() assign.Config {
@@ -141,7 +141,7 @@ func TestScaleUpLeaveCrashRestart(t *testing.T) {
 	}
 	var learned uint64
 	for _, rp := range l.Recorder().Replays(scaleUp) {
-		if rp.Role == httpapi.RoleLearner {
+		if rp.Role == api.RoleLearner {
 			learned += rp.Messages
 			if rp.Bytes == 0 || rp.Records == 0 {
 				t.Errorf("replay %+v has no bytes or records from the changelog", rp)

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // Snapshot is the group as of the recorder's last sample, for a live view.
@@ -53,7 +53,7 @@ type TaskSnapshot struct {
 type LearnerSnapshot struct {
 	Member   string
 	Role     string
-	Progress *httpapi.LearnerProgress
+	Progress *api.LearnerProgress
 }
 
 // Snapshot returns the group as of the last sample.

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/httpapi"
@@ -366,7 +367,7 @@ const viewWait = 30 * time.Second
 // viewResult is an agent's answer to a sample: its view, whether it
 // leads, and ok false when the member does not run or did not answer.
 type viewResult struct {
-	view    httpapi.View
+	view    api.View
 	leading bool
 	ok      bool
 }

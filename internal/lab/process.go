@@ -14,9 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/countworker"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/proc"
 )
@@ -274,7 +274,7 @@ func (p *memberProcs) waitAPI(ctx context.Context) (string, error) {
 type viewFollower struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	latest atomic.Pointer[httpapi.View]
+	latest atomic.Pointer[api.View]
 }
 
 // followView starts following cl's view until stop.
@@ -302,11 +302,11 @@ func followView(cl *client.Client) *viewFollower {
 }
 
 // view returns the latest view, if one came.
-func (f *viewFollower) view() (httpapi.View, bool) {
+func (f *viewFollower) view() (api.View, bool) {
 	if v := f.latest.Load(); v != nil {
 		return *v, true
 	}
-	return httpapi.View{}, false
+	return api.View{}, false
 }
 
 func (f *viewFollower) stop() {

@@ -3,8 +3,8 @@ package lab
 import (
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/countworker"
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 // Roles of a task on a member, as the recorder sees them: the member's own
@@ -56,7 +56,7 @@ type WorkerEvent struct {
 // lab heard it over NATS.
 type Report struct {
 	Heard time.Time
-	httpapi.LearnerProgress
+	api.LearnerProgress
 }
 
 // GenChange is when the recorder first saw a member apply Generation.

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/countworker"
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 // Recorder keeps what happened in a lab: every member's role for every task
@@ -32,7 +32,7 @@ type Recorder struct {
 	latest   map[pair]Report // the latest report of each pair
 	gens     []GenChange
 	steady   []SteadyChange
-	group    httpapi.GroupView // the latest group view read
+	group    api.GroupView // the latest group view read
 	running  map[string]runningTask
 	released map[string]handoff // the last release of each task, until its next start
 	lost     map[string]handoff // tasks whose owner crashed, until their next start
@@ -80,7 +80,7 @@ type memberSample struct {
 	id      string
 	state   string // lab state: Member*
 	running bool
-	view    httpapi.View
+	view    api.View
 	leading bool
 	// stale says the member runs but did not answer in time: the
 	// recorder keeps what it saw of it last.
@@ -188,7 +188,7 @@ func (r *Recorder) workerEvent(member string, e countworker.Event) {
 }
 
 // progress records a progress report heard over NATS.
-func (r *Recorder) progress(p httpapi.LearnerProgress) {
+func (r *Recorder) progress(p api.LearnerProgress) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -196,7 +196,7 @@ func (r *Recorder) progress(p httpapi.LearnerProgress) {
 	r.reports = append(r.reports, rep)
 	k := pair{p.Task, p.Member}
 	r.latest[k] = rep
-	if p.Role == httpapi.RoleLearner && p.Lag == 0 && p.Replayed > 0 && !r.caught[k] && r.roleLocked(k) == RoleLearner {
+	if p.Role == api.RoleLearner && p.Lag == 0 && p.Replayed > 0 && !r.caught[k] && r.roleLocked(k) == RoleLearner {
 		r.caught[k] = true
 		r.noteLocked(now, "%s caught up on %s (replayed %d changelog messages)", p.Task, p.Member, p.Replayed)
 	}
@@ -210,7 +210,7 @@ func (r *Recorder) roleLocked(k pair) string {
 }
 
 // setGroup records the latest group view read from NATS.
-func (r *Recorder) setGroup(gv httpapi.GroupView) {
+func (r *Recorder) setGroup(gv api.GroupView) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if gv.Generation >= r.group.Generation {
@@ -257,7 +257,7 @@ func (r *Recorder) record(at time.Time, ms []memberSample) {
 			s.leader = m.id
 		}
 		s.gen = max(s.gen, m.view.Generation)
-		if m.view.State != httpapi.StateJoining && !r.joined[m.id] {
+		if m.view.State != api.StateJoining && !r.joined[m.id] {
 			r.joined[m.id] = true
 			r.noteLocked(at, "%s is in the group (generation %d)", m.id, m.view.Generation)
 		}
@@ -269,9 +269,9 @@ func (r *Recorder) record(at time.Time, ms []memberSample) {
 			k := pair{tv.ID, m.id}
 			role := tv.Role
 			switch {
-			case tv.Role == httpapi.RoleActive && revoked[tv.ID]:
+			case tv.Role == api.RoleActive && revoked[tv.ID]:
 				role = RoleRevoking
-			case tv.Role == httpapi.RoleLearner:
+			case tv.Role == api.RoleLearner:
 				// An owner becoming active is shown to its worker as a
 				// learner: the group's assignment at the member's
 				// generation tells them apart. Without it, the role

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
 
@@ -15,7 +15,7 @@ import (
 // members: every task active on one of them, no learner or revoke in
 // flight, each member's count within one of the others' (stateful and
 // stateless separately), and every member in the group's generation.
-func Settled(gv httpapi.GroupView, members ...string) error {
+func Settled(gv api.GroupView, members ...string) error {
 	if err := invariants.Balanced(gv, members...); err != nil {
 		return err
 	}
@@ -27,10 +27,10 @@ func Settled(gv httpapi.GroupView, members ...string) error {
 	for _, mv := range gv.Members {
 		if want[mv.ID] {
 			present++
-			if mv.State != httpapi.StateMember {
+			if mv.State != api.StateMember {
 				return fmt.Errorf("member %s is %s", mv.ID, mv.State)
 			}
-		} else if mv.State != "dead" && mv.State != httpapi.StateDone {
+		} else if mv.State != "dead" && mv.State != api.StateDone {
 			return fmt.Errorf("member %s is %s, want it gone", mv.ID, mv.State)
 		}
 	}
@@ -42,7 +42,7 @@ func Settled(gv httpapi.GroupView, members ...string) error {
 
 // running checks that each task's owner in gv has started it at its epoch
 // in its worker: the activation finished and the worker follows it.
-func (h *Harness) running(gv httpapi.GroupView) error {
+func (h *Harness) running(gv api.GroupView) error {
 	started, err := h.started()
 	if err != nil {
 		return err
@@ -77,9 +77,9 @@ func (h *Harness) started() (map[string]map[string]uint64, error) {
 
 // WaitSettled waits until the group is settled over exactly members and
 // every worker runs its tasks, and returns that view.
-func (h *Harness) WaitSettled(timeout time.Duration, members ...string) httpapi.GroupView {
+func (h *Harness) WaitSettled(timeout time.Duration, members ...string) api.GroupView {
 	h.t.Helper()
-	var gv httpapi.GroupView
+	var gv api.GroupView
 	h.Eventually("group settled on "+strings.Join(members, ","), timeout, func() error {
 		var err error
 		if gv, err = h.Group(); err != nil {

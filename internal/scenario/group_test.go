@@ -5,39 +5,39 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 func TestSettled(t *testing.T) {
-	task := func(id, active string, stateful bool) httpapi.GroupTask {
-		return httpapi.GroupTask{ID: id, Active: active, Stateful: stateful}
+	task := func(id, active string, stateful bool) api.GroupTask {
+		return api.GroupTask{ID: id, Active: active, Stateful: stateful}
 	}
-	members := func(states ...string) []httpapi.MemberView {
-		var out []httpapi.MemberView
+	members := func(states ...string) []api.MemberView {
+		var out []api.MemberView
 		for i := 0; i+1 < len(states); i += 2 {
-			out = append(out, httpapi.MemberView{ID: states[i], State: states[i+1]})
+			out = append(out, api.MemberView{ID: states[i], State: states[i+1]})
 		}
 		return out
 	}
-	balanced := []httpapi.GroupTask{task("t-0", "a", true), task("t-1", "b", true), task("t-2", "a", true), task("s-0", "b", false)}
+	balanced := []api.GroupTask{task("t-0", "a", true), task("t-1", "b", true), task("t-2", "a", true), task("s-0", "b", false)}
 	tests := []struct {
 		name string
-		gv   httpapi.GroupView
+		gv   api.GroupView
 		ok   bool
 	}{
-		{"balanced", httpapi.GroupView{Tasks: balanced, Members: members("a", "member", "b", "member")}, true},
-		{"a left member is done", httpapi.GroupView{Tasks: balanced, Members: members("a", "member", "b", "member", "c", "done")}, true},
-		{"a dead member", httpapi.GroupView{Tasks: balanced, Members: members("a", "member", "b", "member", "c", "dead")}, true},
-		{"an extra live member", httpapi.GroupView{Tasks: balanced, Members: members("a", "member", "b", "member", "c", "member")}, false},
-		{"a member missing", httpapi.GroupView{Tasks: balanced, Members: members("a", "member")}, false},
-		{"a member still joining", httpapi.GroupView{Tasks: balanced, Members: members("a", "member", "b", "joining")}, false},
-		{"unbalanced", httpapi.GroupView{Tasks: []httpapi.GroupTask{task("t-0", "a", true), task("t-1", "a", true), task("t-2", "a", true)},
+		{"balanced", api.GroupView{Tasks: balanced, Members: members("a", "member", "b", "member")}, true},
+		{"a left member is done", api.GroupView{Tasks: balanced, Members: members("a", "member", "b", "member", "c", "done")}, true},
+		{"a dead member", api.GroupView{Tasks: balanced, Members: members("a", "member", "b", "member", "c", "dead")}, true},
+		{"an extra live member", api.GroupView{Tasks: balanced, Members: members("a", "member", "b", "member", "c", "member")}, false},
+		{"a member missing", api.GroupView{Tasks: balanced, Members: members("a", "member")}, false},
+		{"a member still joining", api.GroupView{Tasks: balanced, Members: members("a", "member", "b", "joining")}, false},
+		{"unbalanced", api.GroupView{Tasks: []api.GroupTask{task("t-0", "a", true), task("t-1", "a", true), task("t-2", "a", true)},
 			Members: members("a", "member", "b", "member")}, false},
-		{"a learner in flight", httpapi.GroupView{Tasks: []httpapi.GroupTask{{ID: "t-0", Active: "a", Stateful: true, Learners: []string{"b"}}},
+		{"a learner in flight", api.GroupView{Tasks: []api.GroupTask{{ID: "t-0", Active: "a", Stateful: true, Learners: []string{"b"}}},
 			Members: members("a", "member", "b", "member")}, false},
-		{"a revoke pending", httpapi.GroupView{Tasks: []httpapi.GroupTask{{ID: "t-0", Active: "a", Stateful: true, Revoking: "b"}},
+		{"a revoke pending", api.GroupView{Tasks: []api.GroupTask{{ID: "t-0", Active: "a", Stateful: true, Revoking: "b"}},
 			Members: members("a", "member", "b", "member")}, false},
-		{"a task on another member", httpapi.GroupView{Tasks: []httpapi.GroupTask{task("t-0", "c", true)},
+		{"a task on another member", api.GroupView{Tasks: []api.GroupTask{task("t-0", "c", true)},
 			Members: members("a", "member", "b", "member")}, false},
 	}
 	for _, tt := range tests {

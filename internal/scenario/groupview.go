@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // InFlight describes the hand-offs in flight in one member's assignment:
@@ -39,7 +39,7 @@ func InFlight(ma group.MemberAssignment) string {
 
 // Owned returns the tasks gv places on member, stateful ones first, each
 // group sorted.
-func Owned(gv httpapi.GroupView, member string) (stateful, stateless []string) {
+func Owned(gv api.GroupView, member string) (stateful, stateless []string) {
 	for _, t := range gv.Tasks {
 		if t.Active != member {
 			continue
@@ -56,7 +56,7 @@ func Owned(gv httpapi.GroupView, member string) (stateful, stateless []string) {
 }
 
 // Epochs returns each task's epoch in gv.
-func Epochs(gv httpapi.GroupView) map[string]uint64 {
+func Epochs(gv api.GroupView) map[string]uint64 {
 	out := map[string]uint64{}
 	for _, t := range gv.Tasks {
 		out[t.ID] = t.Epoch

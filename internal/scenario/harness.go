@@ -15,8 +15,8 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/proc"
 )
 
@@ -233,13 +233,13 @@ func (h *Harness) Members() []*Member {
 
 // Group reads the group's view from its KV bucket, as `handoff status`
 // does, without going through any agent.
-func (h *Harness) Group() (httpapi.GroupView, error) {
+func (h *Harness) Group() (api.GroupView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if h.kv == nil {
 		kv, err := h.js.KeyValue(ctx, group.BucketName(h.opts.Group))
 		if err != nil {
-			return httpapi.GroupView{}, fmt.Errorf("open the group's bucket: %w", err)
+			return api.GroupView{}, fmt.Errorf("open the group's bucket: %w", err)
 		}
 		h.kv = kv
 	}

@@ -3,11 +3,11 @@ package scenario
 import (
 	"testing"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // mustGroup reads the group's view or fails the test.
-func (h *Harness) mustGroup() httpapi.GroupView {
+func (h *Harness) mustGroup() api.GroupView {
 	h.t.Helper()
 	gv, err := h.Group()
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 // Member is one member of the group: a handoff agent process and its
@@ -167,7 +167,7 @@ func (m *Member) URL() string { return "http://" + m.api }
 func (m *Member) Client() *client.Client { return client.New(m.URL()) }
 
 // Leave calls POST /leave on the agent.
-func (m *Member) Leave(ctx context.Context) (httpapi.LeaveStatus, error) {
+func (m *Member) Leave(ctx context.Context) (api.LeaveStatus, error) {
 	m.stopped = true
 	return m.Client().Leave(ctx)
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // progressLog records every learner and standby progress report the group
@@ -20,7 +20,7 @@ type progressLog struct {
 
 type progressReport struct {
 	heard time.Time
-	httpapi.LearnerProgress
+	api.LearnerProgress
 }
 
 func watchProgress(nc *nats.Conn, groupName string) (*progressLog, error) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 )
 
 // TestCommitStormRSS drives one agent process as hard as its API allows —
@@ -38,7 +38,7 @@ func TestCommitStormRSS(t *testing.T) {
 	h := New(t, o)
 	m := h.AddAgent("m1")
 	cl := m.Client()
-	var view httpapi.View
+	var view api.View
 	h.Eventually("m1 active on every task", time.Minute, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -50,7 +50,7 @@ func TestCommitStormRSS(t *testing.T) {
 			return fmt.Errorf("%d of %d tasks assigned", len(view.Tasks), len(h.Stateful()))
 		}
 		for _, tv := range view.Tasks {
-			if tv.Role != httpapi.RoleActive {
+			if tv.Role != api.RoleActive {
 				return fmt.Errorf("%s is %s", tv.ID, tv.Role)
 			}
 		}
@@ -66,13 +66,13 @@ func TestCommitStormRSS(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			puts := make([]httpapi.KV, 100)
+			puts := make([]api.KV, 100)
 			for n := 0; ctx.Err() == nil; n++ {
 				for j := range puts {
-					puts[j] = httpapi.KV{Key: fmt.Appendf(nil, "key-%04d", (n*100+j)%1000), Value: make([]byte, 100)}
+					puts[j] = api.KV{Key: fmt.Appendf(nil, "key-%04d", (n*100+j)%1000), Value: make([]byte, 100)}
 					puts[j].Value[0] = byte(n + i)
 				}
-				req := httpapi.CommitRequest{Puts: puts, Checkpoint: fmt.Appendf(nil, "%d", n), Epoch: tv.Epoch}
+				req := api.CommitRequest{Puts: puts, Checkpoint: fmt.Appendf(nil, "%d", n), Epoch: tv.Epoch}
 				if _, err := cl.Commit(ctx, tv.ID, req); err != nil {
 					if ctx.Err() == nil {
 						errs <- fmt.Errorf("commit %d to %s: %w", n, tv.ID, err)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
 
@@ -32,7 +32,7 @@ func lossDeadline(o Options) time.Duration { return o.PollWait + o.WorkerTimeout
 
 // victimOf picks a member other than the leader that owns stateful tasks,
 // and returns it with every task it owns.
-func (h *Harness) victimOf(gv httpapi.GroupView, ids ...string) (*Member, []string) {
+func (h *Harness) victimOf(gv api.GroupView, ids ...string) (*Member, []string) {
 	h.t.Helper()
 	m := h.Member(pickNot(gv.Leader, ids...))
 	stateful, stateless := Owned(gv, m.ID)
@@ -55,8 +55,8 @@ func (h *Harness) loseWorker(o Options, victim *Member, owned []string, before m
 	h.Logf("%s the worker of %s, which owned %v; its agent keeps running", fault, victim.ID, owned)
 	moved := h.WaitMovedAway(lossDeadline(o), victim.ID, owned, before)
 	h.Logf("%v moved %s after that (worker timeout %s)", owned, time.Since(at).Round(time.Millisecond), o.WorkerTimeout)
-	if s := WorkerState(moved, victim.ID); s != httpapi.WorkerLost {
-		h.t.Errorf("worker of %s after its tasks moved: %q, want %q", victim.ID, s, httpapi.WorkerLost)
+	if s := WorkerState(moved, victim.ID); s != api.WorkerLost {
+		h.t.Errorf("worker of %s after its tasks moved: %q, want %q", victim.ID, s, api.WorkerLost)
 	}
 	h.WaitCommitting(60*time.Second, 3)
 	return at
@@ -113,8 +113,8 @@ func TestWorkerKilled(t *testing.T) {
 	back := h.Mark()
 	h.StartWorker(victim)
 	gv = h.WaitSettled(90*time.Second, ids...)
-	if s := WorkerState(gv, victim.ID); s != httpapi.WorkerAttached {
-		t.Errorf("worker of %s after it started again: %q, want %q", victim.ID, s, httpapi.WorkerAttached)
+	if s := WorkerState(gv, victim.ID); s != api.WorkerAttached {
+		t.Errorf("worker of %s after it started again: %q, want %q", victim.ID, s, api.WorkerAttached)
 	}
 	for _, a := range h.activationsAfter(back) {
 		if a.Member == victim.ID && (!a.Planned || a.Replayed > 0) {
@@ -154,9 +154,9 @@ func TestWorkerPaused(t *testing.T) {
 		if !slices.Contains(h.stateful, task) {
 			continue
 		}
-		_, err := victim.Client().Commit(ctx, task, httpapi.CommitRequest{Epoch: before[task],
-			Puts: []httpapi.KV{{Key: []byte("late"), Value: []byte("1")}}})
-		if !errors.Is(err, httpapi.ErrNotOwner) {
+		_, err := victim.Client().Commit(ctx, task, api.CommitRequest{Epoch: before[task],
+			Puts: []api.KV{{Key: []byte("late"), Value: []byte("1")}}})
+		if !errors.Is(err, api.ErrNotOwner) {
 			t.Errorf("a late commit of %s at epoch %d through %s's agent = %v, want it refused as not_owner", task, before[task], victim.ID, err)
 		}
 	}
@@ -166,8 +166,8 @@ func TestWorkerPaused(t *testing.T) {
 	}
 	h.Logf("resumed the worker of %s", victim.ID)
 	gv = h.WaitSettled(90*time.Second, ids...)
-	if s := WorkerState(gv, victim.ID); s != httpapi.WorkerAttached {
-		t.Errorf("worker of %s after SIGCONT: %q, want %q", victim.ID, s, httpapi.WorkerAttached)
+	if s := WorkerState(gv, victim.ID); s != api.WorkerAttached {
+		t.Errorf("worker of %s after SIGCONT: %q, want %q", victim.ID, s, api.WorkerAttached)
 	}
 	h.WaitCommitting(60*time.Second, 3)
 	rep := h.Verify(Expect{Mark: mark})
@@ -238,8 +238,8 @@ func TestWorkerRestartedWithinTimeout(t *testing.T) {
 		}
 		return nil
 	})
-	if s := WorkerState(h.mustGroup(), victim.ID); s != httpapi.WorkerAttached {
-		t.Errorf("worker of %s after its restart: %q, want %q", victim.ID, s, httpapi.WorkerAttached)
+	if s := WorkerState(h.mustGroup(), victim.ID); s != api.WorkerAttached {
+		t.Errorf("worker of %s after its restart: %q, want %q", victim.ID, s, api.WorkerAttached)
 	}
 	h.WaitCommitting(60*time.Second, 3)
 	rep := h.Verify(Expect{Planned: true, Mark: mark})
@@ -271,8 +271,8 @@ func TestWorkerStartsLate(t *testing.T) {
 		}
 		for _, mv := range gv.Members {
 			if mv.ID == "m4" {
-				if mv.Worker != "" && mv.Worker != httpapi.WorkerDetached {
-					return fmt.Errorf("m4's worker is %q before it started, want %q", mv.Worker, httpapi.WorkerDetached)
+				if mv.Worker != "" && mv.Worker != api.WorkerDetached {
+					return fmt.Errorf("m4's worker is %q before it started, want %q", mv.Worker, api.WorkerDetached)
 				}
 				warming = warming || len(mv.Learning)+len(mv.Standby) > 0
 			}

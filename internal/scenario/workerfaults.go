@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/httpapi"
 )
 
 // KillWorker SIGKILLs the member's worker only, as a crashed worker
@@ -24,7 +24,7 @@ func (m *Member) ResumeWorker() error { return m.Worker.Resume() }
 
 // WorkerState returns the state of member's worker in gv ("" if gv does
 // not list the member, or it requires no worker).
-func WorkerState(gv httpapi.GroupView, member string) string {
+func WorkerState(gv api.GroupView, member string) string {
 	for _, mv := range gv.Members {
 		if mv.ID == member {
 			return mv.Worker
@@ -36,15 +36,15 @@ func WorkerState(gv httpapi.GroupView, member string) string {
 // WaitMovedAway waits until every one of tasks is active on a member other
 // than from, at an epoch above its epoch in before, and that member's
 // worker has started it there. It returns the group's view then.
-func (h *Harness) WaitMovedAway(timeout time.Duration, from string, tasks []string, before map[string]uint64) httpapi.GroupView {
+func (h *Harness) WaitMovedAway(timeout time.Duration, from string, tasks []string, before map[string]uint64) api.GroupView {
 	h.t.Helper()
-	var gv httpapi.GroupView
+	var gv api.GroupView
 	h.Eventually(fmt.Sprintf("%v moved away from %s", tasks, from), timeout, func() error {
 		var err error
 		if gv, err = h.Group(); err != nil {
 			return err
 		}
-		placed := map[string]httpapi.GroupTask{}
+		placed := map[string]api.GroupTask{}
 		for _, gt := range gv.Tasks {
 			placed[gt.ID] = gt
 		}

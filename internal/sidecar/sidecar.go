@@ -24,6 +24,13 @@ import (
 	"github.com/handoffhq/handoff/statestore"
 )
 
+// The agent is the API's backend and hears of its worker through it; agent
+// does not import httpapi, so the two meet here.
+var (
+	_ httpapi.Backend        = (*agent.Agent)(nil)
+	_ httpapi.WorkerObserver = (*agent.Agent)(nil)
+)
+
 // Options configure a Member.
 type Options struct {
 	// DataDir holds the member's local state (in DataDir/state) and its

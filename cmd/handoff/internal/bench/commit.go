@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
@@ -121,10 +121,10 @@ func measureCommits(ctx context.Context, s Settings, procs *lab.Processes, res *
 	for _, t := range view.Tasks {
 		epochs[t.ID] = t.Epoch
 	}
-	puts := make([]httpapi.KV, s.CommitRecords)
+	puts := make([]api.KV, s.CommitRecords)
 	for i := range puts {
 		key := fmt.Sprintf("key-%0*d", commitKeySize-4, i)
-		puts[i] = httpapi.KV{Key: []byte(key), Value: make([]byte, commitValueSize)}
+		puts[i] = api.KV{Key: []byte(key), Value: make([]byte, commitValueSize)}
 	}
 	pids := map[string]int{"client": os.Getpid()}
 	if p := ms[0].AgentPid(); p > 0 {
@@ -160,7 +160,7 @@ func measureCommits(ctx context.Context, s Settings, procs *lab.Processes, res *
 // one commit after the other. A commit under way when d ends is let finish:
 // one cut off might land without its acknowledgement, and the next level's
 // first commit to the task would be refused for it (409 resume).
-func commitLoad(ctx context.Context, cl *client.Client, n int, epochs map[string]uint64, puts []httpapi.KV, d time.Duration) commitRun {
+func commitLoad(ctx context.Context, cl *client.Client, n int, epochs map[string]uint64, puts []api.KV, d time.Duration) commitRun {
 	run := commitRun{Tasks: n}
 	var (
 		mu   sync.Mutex
@@ -177,7 +177,7 @@ func commitLoad(ctx context.Context, cl *client.Client, n int, epochs map[string
 			var local []time.Duration
 			refused, first := 0, ""
 			for i := 0; ctx.Err() == nil && time.Now().Before(end); i++ {
-				req := httpapi.CommitRequest{Puts: puts, Epoch: epochs[task], Checkpoint: []byte(strconv.Itoa(i))}
+				req := api.CommitRequest{Puts: puts, Epoch: epochs[task], Checkpoint: []byte(strconv.Itoa(i))}
 				c0 := time.Now()
 				if _, err := cl.Commit(ctx, task, req); err != nil {
 					if ctx.Err() == nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
@@ -175,14 +175,14 @@ func execute(ctx context.Context, s Settings, cfg assign.Config, run *modeRun, p
 	var learnerRates []float64
 	for _, rp := range rec.Replays(event) {
 		t := &run.ReplayedByLearners
-		if rp.Role == httpapi.RoleActive {
+		if rp.Role == api.RoleActive {
 			t = &run.ReplayedByActivations
 		}
 		t.Runs++
 		t.Messages += rp.Messages
 		t.Records += rp.Records
 		t.Bytes += rp.Bytes
-		if rp.Role != httpapi.RoleActive {
+		if rp.Role != api.RoleActive {
 			if v := rp.CatchUpRecordsPerSecond(); v > 0 {
 				learnerRates = append(learnerRates, v)
 			}

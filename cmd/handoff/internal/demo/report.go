@@ -5,8 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/cmd/handoff/internal/bench"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
@@ -39,7 +39,7 @@ func writeReport(w io.Writer, r report) {
 	var learned, activated bench.ReplayTotals
 	for _, rp := range r.replays {
 		t := &learned
-		if rp.Role == httpapi.RoleActive {
+		if rp.Role == api.RoleActive {
 			t = &activated
 		}
 		t.Runs++

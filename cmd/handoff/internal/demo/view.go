@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/cmd/handoff/internal/bench"
-	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
@@ -348,7 +348,7 @@ func (v *view) taskLine(t lab.TaskSnapshot) string {
 }
 
 // progress draws a learner's bar, lag, rate and ETA.
-func (v *view) progress(p httpapi.LearnerProgress) string {
+func (v *view) progress(p api.LearnerProgress) string {
 	f := 1.0
 	if p.Lag > 0 {
 		f = float64(p.Replayed) / float64(p.Replayed+p.Lag)

@@ -3,7 +3,7 @@
 // group's records in NATS, 'plan' runs the assignor on a snapshot. It is a
 // package of its own, apart from package main and 'handoff agent', so that
 // 'go list -deps' can prove these commands never link a member's runtime:
-// they reach the group through agent/group, agent/assign and httpapi/wire
+// they reach the group through agent/group, agent/assign and api
 // only. Package main registers each command and passes in what it owns
 // (the NATS connection flags and the agent's group-setting flags).
 package groupcli

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/httpapi/wire"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/internal/redact"
 )
 
@@ -88,23 +88,23 @@ func Status(ctx context.Context, args []string, e Env) error {
 // progressCollector keeps the latest report of each learner.
 type progressCollector struct {
 	mu sync.Mutex
-	m  map[string]wire.LearnerProgress
+	m  map[string]api.LearnerProgress
 }
 
 func newProgressCollector() *progressCollector {
-	return &progressCollector{m: map[string]wire.LearnerProgress{}}
+	return &progressCollector{m: map[string]api.LearnerProgress{}}
 }
 
-func (c *progressCollector) add(p wire.LearnerProgress) {
+func (c *progressCollector) add(p api.LearnerProgress) {
 	c.mu.Lock()
 	c.m[p.Task+"/"+p.Member] = p
 	c.mu.Unlock()
 }
 
-func (c *progressCollector) recent(maxAge time.Duration) []wire.LearnerProgress {
+func (c *progressCollector) recent(maxAge time.Duration) []api.LearnerProgress {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []wire.LearnerProgress
+	var out []api.LearnerProgress
 	for k, p := range c.m {
 		if time.Since(p.Updated) > maxAge {
 			delete(c.m, k)
@@ -116,7 +116,7 @@ func (c *progressCollector) recent(maxAge time.Duration) []wire.LearnerProgress 
 }
 
 // renderGroup draws the group for people.
-func renderGroup(w io.Writer, gv wire.GroupView, now time.Time) {
+func renderGroup(w io.Writer, gv api.GroupView, now time.Time) {
 	stateful := 0
 	for _, t := range gv.Tasks {
 		if t.Stateful {
@@ -137,13 +137,13 @@ func renderGroup(w io.Writer, gv wire.GroupView, now time.Time) {
 	}
 	tw.Flush()
 
-	var moving []wire.GroupTask
+	var moving []api.GroupTask
 	for _, t := range gv.Tasks {
 		if len(t.Learners) > 0 || t.Revoking != "" {
 			moving = append(moving, t)
 		}
 	}
-	learners := map[string]wire.LearnerProgress{}
+	learners := map[string]api.LearnerProgress{}
 	for _, p := range gv.Progress {
 		learners[p.Task+"/"+p.Member] = p
 	}
@@ -199,7 +199,7 @@ func renderGroup(w io.Writer, gv wire.GroupView, now time.Time) {
 }
 
 // renderSnapshots lists each stateful task's newest snapshot.
-func renderSnapshots(w io.Writer, gv wire.GroupView) {
+func renderSnapshots(w io.Writer, gv api.GroupView) {
 	fmt.Fprintln(w, "\nSNAPSHOTS")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tSEQ\tAGE")
@@ -216,7 +216,7 @@ func renderSnapshots(w io.Writer, gv wire.GroupView) {
 }
 
 // ProgressFraction is how much of its restore a learner has done.
-func ProgressFraction(p wire.LearnerProgress) float64 {
+func ProgressFraction(p api.LearnerProgress) float64 {
 	if p.Lag == 0 {
 		return 1
 	}
@@ -248,7 +248,7 @@ func rate(r float64) string {
 
 // ETA says when a learner will have caught up: "caught up", a duration,
 // or "?" when its rate is not known yet.
-func ETA(p wire.LearnerProgress) string {
+func ETA(p api.LearnerProgress) string {
 	if p.Lag == 0 {
 		return "caught up"
 	}
@@ -260,11 +260,11 @@ func ETA(p wire.LearnerProgress) string {
 
 // workerCell shows a member's worker: attached, or detached or lost with
 // how long ago its last poll ended; - when the member requires no worker.
-func workerCell(m wire.MemberView, now time.Time) string {
+func workerCell(m api.MemberView, now time.Time) string {
 	switch {
 	case m.Worker == "" || m.State == "dead":
 		return "-"
-	case m.WorkerSince != nil && m.Worker != wire.WorkerAttached:
+	case m.WorkerSince != nil && m.Worker != api.WorkerAttached:
 		return fmt.Sprintf("%s %s", m.Worker, now.Sub(*m.WorkerSince).Round(time.Second))
 	}
 	return m.Worker

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoffhq/handoff/httpapi/wire"
+	"github.com/handoffhq/handoff/api"
 )
 
 // TestStatusShowsWorkers: 'handoff status' shows each member's worker
@@ -14,11 +14,11 @@ import (
 func TestStatusShowsWorkers(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	gone := now.Add(-12 * time.Second)
-	gv := wire.GroupView{Group: "g", Generation: 3, Leader: "m1", Members: []wire.MemberView{
-		{ID: "m1", State: wire.StateMember, Worker: wire.WorkerAttached, Active: []string{"t-0"}},
-		{ID: "m2", State: wire.StateMember, Worker: wire.WorkerDetached, WorkerSince: &gone},
-		{ID: "m3", State: wire.StateMember, Worker: wire.WorkerLost, WorkerSince: &gone},
-		{ID: "m4", State: wire.StateMember},
+	gv := api.GroupView{Group: "g", Generation: 3, Leader: "m1", Members: []api.MemberView{
+		{ID: "m1", State: api.StateMember, Worker: api.WorkerAttached, Active: []string{"t-0"}},
+		{ID: "m2", State: api.StateMember, Worker: api.WorkerDetached, WorkerSince: &gone},
+		{ID: "m3", State: api.StateMember, Worker: api.WorkerLost, WorkerSince: &gone},
+		{ID: "m4", State: api.StateMember},
 	}}
 	var out bytes.Buffer
 	renderGroup(&out, gv, now)
