@@ -9,6 +9,7 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -114,7 +115,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 		return api.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %v; the commit may or may not have landed: retry it (if it landed, the retry is refused with 409 resume)", api.ErrUnavailable, id, err)
 	}
 	t.lastSeq = seq
-	if err := a.store.Apply(id, e.Commit(seq)); err != nil {
+	if err := a.store.Apply(id, restore.Commit(e, seq)); err != nil {
 		// The commit is durable in the changelog but the local copy missed
 		// it: stop serving until an activation has replayed it.
 		a.log.Error().Err(err).Str(fTask, id).Uint64(fSeq, seq).Msg("apply a commit that is in the changelog; activating the task again")

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/snapshot/local"
 )
 
 // Snapshots: the active owner of a stateful task stores a snapshot of the
@@ -281,12 +282,12 @@ func (a *Agent) Snapshot(ctx context.Context, task string) (snapshot.Info, error
 	s.mu.Unlock()
 
 	start := time.Now()
-	taken, err := s.bucket.Take(ctx, a.store, a.clog, task, snapshot.Retention{Keep: s.opts.Keep, Margin: s.opts.Margin})
+	taken, err := local.Take(ctx, s.bucket, a.store, a.clog, task, snapshot.Retention{Keep: s.opts.Keep, Margin: s.opts.Margin})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st = s.stateLocked(task, epoch)
 	switch {
-	case err == nil || errors.Is(err, snapshot.ErrUpToDate):
+	case err == nil || errors.Is(err, local.ErrUpToDate):
 		st.known, st.seq, st.at = true, taken.Info.Seq, taken.Info.Created
 		st.fails, st.retry = 0, time.Time{}
 		if err != nil {

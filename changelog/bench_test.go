@@ -52,7 +52,7 @@ func BenchmarkCommit(b *testing.B) {
 							b.Error(err)
 							return
 						}
-						if err := store.Apply(task, entry.Commit(seq)); err != nil {
+						if err := store.Apply(task, statestore.Commit{Seq: seq, Epoch: entry.Epoch, Checkpoint: entry.Checkpoint, Puts: entry.Puts, Deletes: entry.Deletes}); err != nil {
 							b.Error(err)
 							return
 						}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/handoffhq/handoff/internal/fence"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -215,7 +216,7 @@ func (l *Log) Append(ctx context.Context, task string, expectedLast uint64, e En
 	}
 	ack, err := l.js.PublishMsg(ctx, msg)
 	if err != nil {
-		if apiErr, ok := WrongLastSequence(err); ok {
+		if apiErr, ok := fence.WrongLastSequence(err); ok {
 			return 0, &FencedError{Task: task, Expected: expectedLast, Actual: actualFromDescription(apiErr.Description)}
 		}
 		return 0, fmt.Errorf("append to task %q after seq %d: %w", task, expectedLast, err)

@@ -230,7 +230,7 @@ func (w *writer) commit(ctx context.Context, task string, puts ...statestore.KV)
 	if err != nil {
 		return err
 	}
-	if err := w.store.Apply(task, e.Commit(seq)); err != nil {
+	if err := w.store.Apply(task, statestore.Commit{Seq: seq, Epoch: e.Epoch, Checkpoint: e.Checkpoint, Puts: e.Puts, Deletes: e.Deletes}); err != nil {
 		return err
 	}
 	w.last = seq

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-
-	"github.com/handoffhq/handoff/statestore"
 )
 
 // One changelog message is one Entry, encoded as:
@@ -72,14 +70,17 @@ type Entry struct {
 	Epoch uint64
 	// Checkpoint is the worker's input position; empty keeps the previous.
 	Checkpoint []byte
-	Puts       []statestore.KV
+	Puts       []KV
 	Deletes    [][]byte
 }
 
-// Commit returns e as the store commit at changelog sequence seq. It shares
-// e's memory.
-func (e Entry) Commit(seq uint64) statestore.Commit {
-	return statestore.Commit{Seq: seq, Epoch: e.Epoch, Checkpoint: e.Checkpoint, Puts: e.Puts, Deletes: e.Deletes}
+// KV is one put of an entry: a key and its value. It is an alias of a plain
+// struct type, the same type as KV, so that a decoded entry's
+// puts apply to the store as they are (restore.Commit) while changelog links
+// nothing of the store.
+type KV = struct {
+	Key   []byte
+	Value []byte
 }
 
 // EncodedLen returns the length of e's encoding.
@@ -157,7 +158,7 @@ func Decode(b []byte) (Entry, error) {
 // replayer that decodes many entries before applying them in one batch
 // allocates almost nothing per entry. A Decoder is not safe for concurrent use.
 type Decoder struct {
-	puts []statestore.KV
+	puts []KV
 	dels [][]byte
 }
 
@@ -210,18 +211,18 @@ func decode(e *Entry, b []byte, d *Decoder) error {
 		if n > uint64(len(body)-r.off)/2 {
 			return corrupt("%d puts in %d bytes", n, len(body)-r.off)
 		}
-		var puts []statestore.KV
+		var puts []KV
 		if d != nil {
 			start := len(d.puts)
 			d.puts = growKV(d.puts, int(n))
 			puts = d.puts[start : start : start+int(n)]
 		} else {
-			puts = make([]statestore.KV, 0, n)
+			puts = make([]KV, 0, n)
 		}
 		for range n {
 			k := r.bytes()
 			v := r.bytes()
-			puts = append(puts, statestore.KV{Key: k, Value: v})
+			puts = append(puts, KV{Key: k, Value: v})
 		}
 		if d != nil {
 			d.puts = d.puts[:len(d.puts)+int(n)]
@@ -260,11 +261,11 @@ func decode(e *Entry, b []byte, d *Decoder) error {
 // growKV makes room for n more elements without changing len(s), keeping
 // earlier elements where they are when possible: entries decoded before
 // point into the old array, which stays valid if s must move.
-func growKV(s []statestore.KV, n int) []statestore.KV {
+func growKV(s []KV, n int) []KV {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	ns := make([]statestore.KV, len(s), max(2*cap(s), len(s)+n, 256))
+	ns := make([]KV, len(s), max(2*cap(s), len(s)+n, 256))
 	copy(ns, s)
 	return ns
 }

@@ -69,7 +69,7 @@ func crashHelper(dir, url string, sync bool) error {
 			fmt.Printf("appended %d\n", seq)
 			select {} // killed here, between append and apply
 		}
-		if err := store.Apply("t", entry(i).Commit(seq)); err != nil {
+		if err := store.Apply("t", restore.Commit(entry(i), seq)); err != nil {
 			return err
 		}
 		last = seq

@@ -66,7 +66,7 @@ func (w *writer) commit(t testing.TB, e changelog.Entry) uint64 {
 	if err != nil {
 		t.Fatalf("Append(%s after %d): %v", w.task, w.last, err)
 	}
-	if err := w.store.Apply(w.task, e.Commit(seq)); err != nil {
+	if err := w.store.Apply(w.task, restore.Commit(e, seq)); err != nil {
 		t.Fatalf("Apply(%s, %d): %v", w.task, seq, err)
 	}
 	w.last = seq

@@ -66,7 +66,7 @@ func TestRestoreEqualsWriter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := a.Apply(task, en.Commit(seq)); err != nil {
+			if err := a.Apply(task, restore.Commit(en, seq)); err != nil {
 				t.Fatal(err)
 			}
 			last = seq

@@ -40,6 +40,13 @@ const (
 // error before reaching the sequence.
 var ErrStopped = errors.New("restore: replayer stopped")
 
+// Commit returns e, the changelog message at seq, as the store commit that
+// applies it. It shares e's memory: changelog.KV and statestore.KV are one
+// type, so the puts pass as they are.
+func Commit(e changelog.Entry, seq uint64) statestore.Commit {
+	return statestore.Commit{Seq: seq, Epoch: e.Epoch, Checkpoint: e.Checkpoint, Puts: e.Puts, Deletes: e.Deletes}
+}
+
 // Options configure a Replayer.
 type Options struct {
 	Task string

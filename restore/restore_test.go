@@ -209,7 +209,7 @@ func TestTailAcrossNATSRestart(t *testing.T) {
 			t.Fatal(ctx.Err())
 		}
 	}
-	if err := a.store.Apply("t", entry(1).Commit(a.last)); err != nil {
+	if err := a.store.Apply("t", restore.Commit(entry(1), a.last)); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.WaitApplied(ctx, a.last); err != nil {

@@ -221,7 +221,7 @@ func (u *run) add(msg jetstream.Msg) error {
 		}
 		return fmt.Errorf("restore task %s: message at seq %d: %w", u.task, seq, err)
 	}
-	u.pending = append(u.pending, e.Commit(seq))
+	u.pending = append(u.pending, Commit(e, seq))
 	u.pendingBytes += len(data)
 	u.pendingRecs += uint64(len(e.Puts) + len(e.Deletes))
 	u.received, u.numPending = seq, md.NumPending

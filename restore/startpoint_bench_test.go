@@ -19,6 +19,7 @@ import (
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/snapshot/local"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -188,7 +189,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 			count += time.Since(start)
 			start = time.Now()
-			if info, err = bucket.Put(ctx, sn); err != nil {
+			if info, err = local.Put(ctx, bucket, sn); err != nil {
 				b.Fatal(err)
 			}
 			took += time.Since(start)

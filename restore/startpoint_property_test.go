@@ -12,6 +12,7 @@ import (
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/snapshot/local"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -57,7 +58,7 @@ func TestSnapshotsRestoreLikeFullReplay(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := w.Apply(task, en.Commit(seq)); err != nil {
+				if err := w.Apply(task, restore.Commit(en, seq)); err != nil {
 					t.Fatal(err)
 				}
 				last = seq
@@ -78,8 +79,8 @@ func TestSnapshotsRestoreLikeFullReplay(t *testing.T) {
 				}
 				otherLast = seq
 			case actSnapshot:
-				_, err := b.Take(ctx, w, e.log, task, retention(t))
-				if err != nil && !errors.Is(err, snapshot.ErrUpToDate) && !errors.Is(err, snapshot.ErrNoState) {
+				_, err := local.Take(ctx, b, w, e.log, task, retention(t))
+				if err != nil && !errors.Is(err, local.ErrUpToDate) && !errors.Is(err, local.ErrNoState) {
 					t.Fatalf("Take: %v", err)
 				}
 			case actTrim:

@@ -13,6 +13,7 @@ import (
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/snapshot/local"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -52,7 +53,7 @@ func snapshotHistory(t *testing.T, e *env, b *snapshot.Bucket, w *writer, n int,
 		w.commit(t, entry(i))
 		for _, a := range at {
 			if a == i {
-				tk, err := b.Take(testContext(t), w.store, e.log, w.task, r)
+				tk, err := local.Take(testContext(t), b, w.store, e.log, w.task, r)
 				if err != nil {
 					t.Fatalf("Take after commit %d: %v", i, err)
 				}
@@ -80,7 +81,7 @@ func copyUpTo(t *testing.T, e *env, store *statestore.Store, task string, seq ui
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Apply(task, en.Commit(m.Sequence)); err != nil {
+		if err := store.Apply(task, restore.Commit(en, m.Sequence)); err != nil {
 			t.Fatal(err)
 		}
 		next = m.Sequence + 1
@@ -130,7 +131,7 @@ func TestLocalCopyDecidesWhetherToLoad(t *testing.T) {
 	copyUpTo(t, e, newer, "t", seqs[209])
 	copyUpTo(t, e, near, "t", seqs[205]) // within the margin below the snapshot
 	copyUpTo(t, e, far, "t", seqs[100])  // trimmed past
-	tk, err := b.Take(testContext(t), w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 5})
+	tk, err := local.Take(testContext(t), b, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +301,7 @@ func TestTrimOvertakesRunningRestore(t *testing.T) {
 	})
 	done := runReplayer(testContext(t), r)
 	<-started
-	if _, err := b.Take(testContext(t), w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 5}); err != nil {
+	if _, err := local.Take(testContext(t), b, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 5}); err != nil {
 		t.Fatal(err)
 	}
 	close(resume)

@@ -7,7 +7,9 @@
 // and the retention rule that trims the changelog and prunes older
 // snapshots. It is a package of its own because both the writer (the
 // agent, on the active owner) and the reader (restore) use it and neither
-// is its home; like changelog, it sits below both.
+// is its home; like changelog, it sits below both. Taking a snapshot out of
+// the local store is snapshot/local's, so that this package links no Pebble
+// and the CLI lists the bucket through it alone.
 package snapshot
 
 import (
@@ -24,7 +26,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/statestore"
 )
 
 // Object metadata keys. Every snapshot object names its task, sequence,
@@ -212,28 +213,14 @@ func (b *Bucket) List(ctx context.Context, task string) ([]Info, error) {
 	return all[task], nil
 }
 
-// Put streams sn to the bucket as the snapshot of its task at its applied
-// sequence, and returns it once the object store has acknowledged every
-// part and the object reads back whole: its metadata names what was
-// written and all its chunks are stored. Nothing is visible under the
-// snapshot's name before that; a Put that fails or is killed leaves at most
-// unreferenced chunks (see Sweep). Put reads sn to its end; the caller
-// closes it. ctx bounds the whole upload.
-func (b *Bucket) Put(ctx context.Context, sn *statestore.Snapshot) (Info, error) {
-	m := sn.Meta()
-	if m.Applied == 0 {
-		return Info{}, fmt.Errorf("snapshot task %s: nothing applied", m.Task)
-	}
-	keys, err := sn.Count()
-	if err != nil {
-		return Info{}, fmt.Errorf("snapshot task %s: %w", m.Task, err)
-	}
-	h := Header{Task: m.Task, Seq: m.Applied, Epoch: m.Epoch, Checkpoint: m.Checkpoint, Keys: keys, Created: time.Now()}
-	return b.PutSource(ctx, h, sn)
-}
-
-// PutSource is Put of a snapshot described by h whose records come from
-// src: exactly h.Keys of them, in increasing key order.
+// PutSource streams the snapshot described by h, whose records come from
+// src (exactly h.Keys of them, in increasing key order), to the bucket, and
+// returns it once the object store has acknowledged every part and the
+// object reads back whole: its metadata names what was written and all its
+// chunks are stored. Nothing is visible under the snapshot's name before
+// that; a PutSource that fails or is killed leaves at most unreferenced
+// chunks (see Sweep). It reads src to its end; the caller closes it. ctx
+// bounds the whole upload. snapshot/local puts a task's local state.
 func (b *Bucket) PutSource(ctx context.Context, h Header, src Source) (Info, error) {
 	if !changelog.ValidTask(h.Task) || h.Seq == 0 {
 		return Info{}, fmt.Errorf("snapshot of task %q at seq %d: want a valid task and a positive sequence", h.Task, h.Seq)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/snapshot/local"
 )
 
 func TestTakeAndRead(t *testing.T) {
@@ -18,7 +19,7 @@ func TestTakeAndRead(t *testing.T) {
 	for i := range 3000 {
 		w.commit(t, put(i, 2500))
 	}
-	taken, err := e.bucket.Take(ctx, w.store, e.log, "t", snapshot.Retention{})
+	taken, err := local.Take(ctx, e.bucket, w.store, e.log, "t", snapshot.Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,10 +56,10 @@ func TestTakeAndRead(t *testing.T) {
 	}
 
 	// Nothing new: Take stores nothing.
-	if _, err := e.bucket.Take(ctx, w.store, e.log, "t", snapshot.Retention{}); !errors.Is(err, snapshot.ErrUpToDate) {
+	if _, err := local.Take(ctx, e.bucket, w.store, e.log, "t", snapshot.Retention{}); !errors.Is(err, local.ErrUpToDate) {
 		t.Errorf("second Take = %v, want ErrUpToDate", err)
 	}
-	if _, err := e.bucket.Take(ctx, w.store, e.log, "none", snapshot.Retention{}); !errors.Is(err, snapshot.ErrNoState) {
+	if _, err := local.Take(ctx, e.bucket, w.store, e.log, "none", snapshot.Retention{}); !errors.Is(err, local.ErrNoState) {
 		t.Errorf("Take of a task without state = %v, want ErrNoState", err)
 	}
 }
@@ -92,7 +93,7 @@ func TestFailedUploadKeepsPreviousSnapshot(t *testing.T) {
 	for i := range 50 {
 		w.commit(t, put(i, 10))
 	}
-	first, err := e.bucket.Take(ctx, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 5})
+	first, err := local.Take(ctx, e.bucket, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,12 +124,12 @@ func TestDeleteLeavesNoTrace(t *testing.T) {
 	e := newEnv(t)
 	ctx := testContext(t)
 	w := &writer{log: e.log, store: memStore(t), task: "t"}
-	var taken []snapshot.Taken
+	var taken []local.Taken
 	for round := range 4 {
 		for i := range 20 {
 			w.commit(t, put(round*20+i, 7))
 		}
-		tk, err := e.bucket.Take(ctx, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 3})
+		tk, err := local.Take(ctx, e.bucket, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +180,7 @@ func TestTrim(t *testing.T) {
 			}
 			var purgedBelow uint64
 			take := func() {
-				tk, err := e.bucket.Take(ctx, w.store, e.log, "t", snapshot.Retention{Keep: tc.keep, Margin: tc.margin})
+				tk, err := local.Take(ctx, e.bucket, w.store, e.log, "t", snapshot.Retention{Keep: tc.keep, Margin: tc.margin})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -228,7 +229,7 @@ func TestTrimNeverTakesTheLastMessage(t *testing.T) {
 	for i := range 5 {
 		w.commit(t, put(i, 2))
 	}
-	if _, err := e.bucket.Take(ctx, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 1}); err != nil {
+	if _, err := local.Take(ctx, e.bucket, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if got := subjectSeqs(t, e.log, "t"); len(got) != 2 || got[1] != w.last {
@@ -246,7 +247,7 @@ func TestSweepRemovesOrphanChunks(t *testing.T) {
 	ctx := testContext(t)
 	w := &writer{log: e.log, store: memStore(t), task: "t"}
 	w.commit(t, put(0, 1))
-	if _, err := e.bucket.Take(ctx, w.store, e.log, "t", snapshot.Retention{}); err != nil {
+	if _, err := local.Take(ctx, e.bucket, w.store, e.log, "t", snapshot.Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	// What a killed upload leaves: chunks no metadata refers to.

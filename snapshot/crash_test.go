@@ -17,6 +17,7 @@ import (
 
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/snapshot"
+	"github.com/handoffhq/handoff/snapshot/local"
 )
 
 // Environment of the upload helper process.
@@ -89,7 +90,7 @@ func TestKilledUploadKeepsPreviousSnapshot(t *testing.T) {
 	for i := range 100 {
 		w.commit(t, put(i, 30))
 	}
-	prev, err := e.bucket.Take(ctx, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 5})
+	prev, err := local.Take(ctx, e.bucket, w.store, e.log, "t", snapshot.Retention{Keep: 1, Margin: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

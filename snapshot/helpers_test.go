@@ -71,7 +71,7 @@ func (w *writer) commit(t testing.TB, e changelog.Entry) uint64 {
 	if err != nil {
 		t.Fatalf("Append(%s after %d): %v", w.task, w.last, err)
 	}
-	if err := w.store.Apply(w.task, e.Commit(seq)); err != nil {
+	if err := w.store.Apply(w.task, statestore.Commit{Seq: seq, Epoch: e.Epoch, Checkpoint: e.Checkpoint, Puts: e.Puts, Deletes: e.Deletes}); err != nil {
 		t.Fatalf("Apply(%s, %d): %v", w.task, seq, err)
 	}
 	w.last = seq

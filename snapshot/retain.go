@@ -2,14 +2,11 @@ package snapshot
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/statestore"
 )
 
 // Retention: once a snapshot is stored, the changelog below it is only
@@ -54,24 +51,6 @@ func (r Retention) withDefaults() Retention {
 	return r
 }
 
-// Errors Take wraps.
-var (
-	// ErrNoState: the store holds nothing of the task.
-	ErrNoState = errors.New("snapshot: no local state")
-	// ErrUpToDate: the newest stored snapshot is at or past the local
-	// copy's applied sequence.
-	ErrUpToDate = errors.New("snapshot: the newest snapshot is current")
-)
-
-// Taken reports what Take did.
-type Taken struct {
-	Info Info
-	// Upload is how long storing the snapshot took: counting its keys,
-	// encoding, putting and reading back its metadata.
-	Upload time.Duration
-	Trim   Trimmed
-}
-
 // Trimmed reports what Trim did.
 type Trimmed struct {
 	// PurgedBelow is the sequence below which the task's changelog was
@@ -79,40 +58,6 @@ type Trimmed struct {
 	PurgedBelow uint64
 	// Deleted lists the snapshots Trim deleted.
 	Deleted []Info
-}
-
-// Take snapshots task's local state: it pins the state, streams it to the
-// bucket, and once it is stored and reads back whole, trims the changelog
-// and prunes older snapshots per r. The pin is a Pebble snapshot: commits
-// to the task go on meanwhile. When the newest stored snapshot is already
-// at the pinned sequence it stores nothing and returns an error wrapping
-// ErrUpToDate (with that snapshot in Taken.Info); with no local state,
-// ErrNoState.
-func (b *Bucket) Take(ctx context.Context, store *statestore.Store, log *changelog.Log, task string, r Retention) (Taken, error) {
-	sn, ok, err := store.Snapshot(task)
-	if err != nil {
-		return Taken{}, err
-	}
-	if !ok {
-		return Taken{}, fmt.Errorf("snapshot task %s: %w", task, ErrNoState)
-	}
-	defer sn.Close()
-	existing, err := b.List(ctx, task)
-	if err != nil {
-		return Taken{}, err
-	}
-	if len(existing) > 0 && existing[0].Seq >= sn.Meta().Applied {
-		return Taken{Info: existing[0]}, fmt.Errorf("snapshot task %s at seq %d: %w", task, sn.Meta().Applied, ErrUpToDate)
-	}
-	start := time.Now()
-	info, err := b.Put(ctx, sn)
-	if err != nil {
-		return Taken{}, err
-	}
-	taken := Taken{Info: info, Upload: time.Since(start)}
-	_ = sn.Close() // unpin before the trim
-	taken.Trim, err = b.Trim(ctx, log, task, r)
-	return taken, err
 }
 
 // Trim applies r to task's snapshots and changelog (see Retention): it

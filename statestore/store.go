@@ -65,8 +65,11 @@ type Options struct {
 	OnCorrupt CorruptPolicy
 }
 
-// KV is one key and its value.
-type KV struct {
+// KV is one key and its value. It is an alias of a plain struct type, not a
+// type of its own: changelog.KV is the same type, so a commit decoded from
+// the changelog applies here without a copy of its puts, and neither package
+// imports the other.
+type KV = struct {
 	Key   []byte
 	Value []byte
 }

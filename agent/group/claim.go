@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/handoffhq/handoff/internal/fence"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/handoffhq/handoff/changelog"
 )
 
 // MemberTakenError says that another agent holds the member ID: its member
@@ -201,7 +200,7 @@ func (c *MemberClaim) Release(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	err := c.kv.Delete(ctx, PrefixMember+c.id, jetstream.LastRevision(c.rev))
-	if _, fenced := changelog.WrongLastSequence(err); fenced {
+	if _, fenced := fence.WrongLastSequence(err); fenced {
 		held, e, rerr := c.read(ctx)
 		if rerr != nil || e == nil || held.Owner != c.owner || held.Incarnation != c.inc {
 			return rerr // gone already, or not ours to delete
@@ -233,7 +232,7 @@ func (c *MemberClaim) read(ctx context.Context) (MemberRecord, jetstream.KeyValu
 func (c *MemberClaim) publish(ctx context.Context, value []byte, rev uint64) (uint64, error) {
 	ack, err := c.js.Publish(ctx, keySubject(c.group, PrefixMember+c.id), value,
 		jetstream.WithMsgTTL(c.ttl), jetstream.WithExpectLastSequencePerSubject(rev))
-	if _, fenced := changelog.WrongLastSequence(err); fenced {
+	if _, fenced := fence.WrongLastSequence(err); fenced {
 		return 0, errFenced
 	}
 	if err != nil {

@@ -8,9 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/handoffhq/handoff/internal/fence"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/handoffhq/handoff/changelog"
 )
 
 // ErrLeaseLost means the leader's lease was taken over, expired or could
@@ -68,7 +67,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	ack, err := l.js.Publish(ctx, keySubject(l.group, KeyLease), l.value,
 		jetstream.WithMsgTTL(l.ttl), jetstream.WithExpectLastSequencePerSubject(l.rev))
 	if err != nil {
-		if _, fenced := changelog.WrongLastSequence(err); fenced {
+		if _, fenced := fence.WrongLastSequence(err); fenced {
 			l.lost = true
 			return ErrLeaseLost
 		}
@@ -94,7 +93,7 @@ func (l *Lease) Put(ctx context.Context, key string, value []byte) (uint64, erro
 	ack, err := l.js.Publish(ctx, keySubject(l.group, key), value,
 		jetstream.WithExpectLastSequenceForSubject(l.rev, keySubject(l.group, KeyLease)))
 	if err != nil {
-		if _, fenced := changelog.WrongLastSequence(err); fenced {
+		if _, fenced := fence.WrongLastSequence(err); fenced {
 			l.lost = true
 			return 0, ErrLeaseLost
 		}
@@ -112,7 +111,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.lost = true
 	if err := l.kv.Delete(ctx, KeyLease, jetstream.LastRevision(l.rev)); err != nil {
-		if _, fenced := changelog.WrongLastSequence(err); !fenced {
+		if _, fenced := fence.WrongLastSequence(err); !fenced {
 			return fmt.Errorf("release leader lease: %w", err)
 		}
 	}

@@ -12,8 +12,7 @@ import (
 
 // runtimePackages are a member's runtime: what 'handoff agent' links and a
 // command that only reads or edits the group from outside must not. The
-// store itself is not among them: agent/group links changelog, for the one
-// fence check, and changelog the store's types.
+// local store and Pebble are part of it (runtimePrefixes).
 var runtimePackages = []string{
 	"github.com/handoffhq/handoff/agent",
 	"github.com/handoffhq/handoff/restore",
@@ -21,10 +20,20 @@ var runtimePackages = []string{
 	"github.com/handoffhq/handoff/internal/sidecar",
 	"github.com/handoffhq/handoff/internal/lab",
 	"github.com/handoffhq/handoff/internal/natsembed",
+	"github.com/handoffhq/handoff/statestore",
+	"github.com/handoffhq/handoff/snapshot/local",
+}
+
+// runtimePrefixes are module paths of the runtime: any package under one
+// counts. Pebble is the store's engine: a command that links it links some
+// sixty packages of it for nothing.
+var runtimePrefixes = []string{
+	"github.com/cockroachdb/pebble",
 }
 
 // runtimeDeps lists the runtime packages that pkg links, as go list sees
-// them.
+// them; the packages under a runtime prefix count as one entry, the prefix
+// followed by "/...".
 func runtimeDeps(t *testing.T, pkg string) []string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
@@ -40,21 +49,31 @@ func runtimeDeps(t *testing.T, pkg string) []string {
 		if slices.Contains(runtimePackages, dep) {
 			found = append(found, dep)
 		}
+		for _, p := range runtimePrefixes {
+			if dep == p || strings.HasPrefix(dep, p+"/") {
+				found = append(found, p+"/...")
+			}
+		}
 	}
-	return found
+	slices.Sort(found)
+	return slices.Compact(found)
 }
 
 // TestReadOnlyCommandsLinkNoRuntime keeps 'status', 'group' and 'plan',
-// whose logic is in groupcli, from linking a member's runtime: they read
-// the group through agent/group, and plan through agent/assign.
+// whose logic is in groupcli, from linking a member's runtime, the store and
+// Pebble included: they read the group through agent/group (and the
+// snapshot bucket through snapshot), and plan through agent/assign.
 func TestReadOnlyCommandsLinkNoRuntime(t *testing.T) {
 	if found := runtimeDeps(t, "github.com/handoffhq/handoff/cmd/handoff/internal/groupcli"); len(found) > 0 {
 		t.Errorf("groupcli links %s; the commands that work on a group from outside must not link a member's runtime", strings.Join(found, ", "))
 	}
 	// The same check finds the runtime where it is: the binary links it
 	// for 'handoff agent'.
-	if found := runtimeDeps(t, "github.com/handoffhq/handoff/cmd/handoff"); !slices.Contains(found, "github.com/handoffhq/handoff/agent") {
-		t.Errorf("go list -deps cmd/handoff found runtime packages %v, want agent among them: the check sees nothing", found)
+	found := runtimeDeps(t, "github.com/handoffhq/handoff/cmd/handoff")
+	for _, want := range []string{"github.com/handoffhq/handoff/agent", "github.com/cockroachdb/pebble/..."} {
+		if !slices.Contains(found, want) {
+			t.Errorf("go list -deps cmd/handoff found runtime packages %v, want %s among them: the check sees nothing", found, want)
+		}
 	}
 }
 
