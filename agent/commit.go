@@ -62,7 +62,7 @@ func (a *Agent) committable(id string) (*task, error) {
 	t, st, err := a.activeTask(id)
 	if err != nil && st.phase == phaseActivating {
 		if werr := a.store.Writable(); werr != nil {
-			return nil, fmt.Errorf("%w: the local store of member %s takes no writes (%v); task %s becomes active again once it does: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, werr, id)
+			return nil, fmt.Errorf("%w: the local store of member %s takes no writes (%w); task %s becomes active again once it does: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, werr, id)
 		}
 	}
 	return t, err
@@ -95,7 +95,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 	}
 	if err := a.store.Writable(); err != nil {
 		// Refused before the append: nothing is in the changelog.
-		return api.CommitResult{}, fmt.Errorf("%w: the local store of member %s takes no writes (%v); nothing was written: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, err)
+		return api.CommitResult{}, fmt.Errorf("%w: the local store of member %s takes no writes (%w); nothing was written: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, err)
 	}
 	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
 	if len(req.Puts) > 0 {
@@ -110,9 +110,9 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 	case errors.Is(err, changelog.ErrFenced):
 		return api.CommitResult{}, a.fencedCommit(ctx, t, st.epoch)
 	case errors.Is(err, changelog.ErrTooLarge):
-		return api.CommitResult{}, fmt.Errorf("%w: %v; split the commit", api.ErrTooLarge, err)
+		return api.CommitResult{}, fmt.Errorf("%w: %w; split the commit", api.ErrTooLarge, err)
 	case err != nil:
-		return api.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %v; the commit may or may not have landed: retry it (if it landed, the retry is refused with 409 resume)", api.ErrUnavailable, id, err)
+		return api.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %w; the commit may or may not have landed: retry it (if it landed, the retry is refused with 409 resume)", api.ErrUnavailable, id, err)
 	}
 	t.lastSeq = seq
 	if err := a.store.Apply(id, restore.Commit(e, seq)); err != nil {
@@ -120,7 +120,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 		// it: stop serving until an activation has replayed it.
 		a.log.Error().Err(err).Str(fTask, id).Uint64(fSeq, seq).Msg("apply a commit that is in the changelog; activating the task again")
 		a.reactivate(t, st.epoch)
-		return api.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but was not applied locally (%v); the agent replays it: don't retry the commit, restart the task from the checkpoint in /assignment once it is active again", api.ErrResume, seq, id, err)
+		return api.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but was not applied locally (%w); the agent replays it: don't retry the commit, restart the task from the checkpoint in /assignment once it is active again", api.ErrResume, seq, id, err)
 	}
 	t.applied.Store(seq)
 	a.snapshotCommitted(id, st.epoch)
@@ -174,11 +174,11 @@ func (t *task) setLost(epoch uint64) {
 // nothing is applied twice. Callers hold t.commitMu (only).
 func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
 	if err := a.catchUp(ctx, t); err != nil {
-		return fmt.Errorf("%w: commit of %s conflicted and the changelog could not be read (%v); retry", api.ErrUnavailable, t.id, err)
+		return fmt.Errorf("%w: commit of %s conflicted and the changelog could not be read (%w); retry", api.ErrUnavailable, t.id, err)
 	}
 	meta, _, err := a.store.Meta(t.id)
 	if err != nil {
-		return fmt.Errorf("%w: read meta of %s: %v", api.ErrUnavailable, t.id, err)
+		return fmt.Errorf("%w: read meta of %s: %w", api.ErrUnavailable, t.id, err)
 	}
 	if meta.Epoch == epoch {
 		t.lastSeq = meta.Applied

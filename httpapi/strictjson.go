@@ -119,7 +119,7 @@ func (s *strictScanner) value(t reflect.Type) error {
 		}
 	case c == '"' && t == bytesType:
 		if err := strictBase64(s.str()); err != nil {
-			return fmt.Errorf("%s %v", s.where(), err)
+			return fmt.Errorf("%s %w", s.where(), err)
 		}
 		return nil
 	}

@@ -123,7 +123,7 @@ func open(fs vfs.FS, dir string, opts Options) (*Store, error) {
 	lock, err := pebble.LockDirectory(dir, fs)
 	if err != nil {
 		if isLockConflict(err) {
-			return nil, fmt.Errorf("open store in %s: %w (%v)", dir, ErrLocked, err)
+			return nil, fmt.Errorf("open store in %s: %w (%w)", dir, ErrLocked, err)
 		}
 		return nil, fmt.Errorf("open store in %s: lock: %w", dir, err)
 	}

@@ -113,7 +113,7 @@ func (h *health) writable() error {
 	}
 	err := h.spaceErr
 	if err == nil && h.bgErr != nil && isNoSpace(h.bgErr) {
-		err = fmt.Errorf("%w: Pebble could not write to %s: %v", ErrFull, h.dir, h.bgErr)
+		err = fmt.Errorf("%w: Pebble could not write to %s: %w", ErrFull, h.dir, h.bgErr)
 	}
 	if err != nil {
 		if e, n, ok := h.limit.allow(h.log.Warn(), "refusing writes"); ok {

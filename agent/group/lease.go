@@ -73,7 +73,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		}
 		if time.Since(l.renewed) > l.ttl {
 			l.lost = true
-			return fmt.Errorf("%w: no renewal for %s: %v", ErrLeaseLost, time.Since(l.renewed).Round(time.Millisecond), err)
+			return fmt.Errorf("%w: no renewal for %s: %w", ErrLeaseLost, time.Since(l.renewed).Round(time.Millisecond), err)
 		}
 		return fmt.Errorf("renew leader lease: %w", err)
 	}

@@ -101,7 +101,7 @@ func (n *NATSServer) WaitHealthy(ctx context.Context) error {
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("nats-server %s not healthy: %w (last: %v)", n.Name, ctx.Err(), last)
+			return fmt.Errorf("nats-server %s not healthy: %w (last: %w)", n.Name, ctx.Err(), last)
 		case <-tick.C:
 		}
 	}
