@@ -144,13 +144,13 @@ func sameTask(a, b *TaskAssignment) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	if a.Active != b.Active || a.Epoch != b.Epoch || a.HandoffSeq != b.HandoffSeq || !a.HandoffAt.Equal(b.HandoffAt) {
+	if a.Active != b.Active || a.Epoch != b.Epoch || a.Minted != b.Minted || a.HandoffSeq != b.HandoffSeq || !a.HandoffAt.Equal(b.HandoffAt) {
 		return false
 	}
 	if (a.Revoke == nil) != (b.Revoke == nil) {
 		return false
 	}
-	if a.Revoke != nil && (a.Revoke.Target != b.Revoke.Target || a.Revoke.Reason != b.Revoke.Reason || !a.Revoke.Since.Equal(b.Revoke.Since)) {
+	if a.Revoke != nil && (a.Revoke.Target != b.Revoke.Target || a.Revoke.Reason != b.Revoke.Reason || a.Revoke.Epoch != b.Revoke.Epoch || !a.Revoke.Since.Equal(b.Revoke.Since)) {
 		return false
 	}
 	if !sameStrings(a.Standbys, b.Standbys) || len(a.Learners) != len(b.Learners) {

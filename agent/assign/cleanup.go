@@ -124,11 +124,12 @@ func (p *planner) cancelRevoke(i int, owner *member, reason string) {
 	p.move(i, MoveRevokeCancel, t.Active, t.Revoke.Target, reason)
 	cancelled := t.Revoke
 	t.Revoke = nil
+	t.Minted = max(t.Minted, cancelled.Epoch)
 	if owner == nil {
 		return
 	}
 	if r, ok := p.released(owner, i, cancelled); ok {
-		t.Epoch++
+		t.Epoch = p.mintEpoch(i)
 		t.HandoffSeq, t.HandoffAt = r.Seq, r.At
 		p.fixed[i] = true
 	}
@@ -168,7 +169,7 @@ func (p *planner) unassignAll() {
 		default:
 			continue
 		}
-		*t = TaskAssignment{Epoch: t.Epoch}
+		*t = TaskAssignment{Epoch: t.Epoch, Minted: t.Minted}
 	}
 }
 

@@ -78,8 +78,8 @@ func (p *planner) placeOrphans() {
 			p.demoted[i] = old
 		}
 		p.removeMember(i, m.id)
+		t.Epoch = p.mintEpoch(i)
 		t.Active = m.id
-		t.Epoch++
 		t.Revoke = nil
 		p.fixed[i] = true
 	}

@@ -22,6 +22,9 @@ func (p *planner) finish() Result {
 	}
 	for i, t := range p.tasks {
 		nt := p.next[i]
+		if nt.Minted <= nt.Epoch {
+			nt.Minted = 0 // nothing minted beyond the epoch in force
+		}
 		next.Tasks[t.ID] = nt
 		if !changed && !sameTask(p.cur[i], nt) {
 			changed = true
@@ -35,7 +38,7 @@ func (p *planner) finish() Result {
 		if _, ok := p.byTask[id]; ok || t == nil {
 			continue
 		}
-		tomb := &TaskAssignment{Epoch: t.Epoch}
+		tomb := &TaskAssignment{Epoch: t.Epoch, Minted: t.Minted}
 		next.Tasks[id] = tomb
 		if !sameTask(t, tomb) {
 			removed = append(removed, id)

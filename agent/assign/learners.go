@@ -278,7 +278,11 @@ func (p *planner) wasStandby(i int, m string) bool {
 
 func (p *planner) startRevoke(i int, to *member, reason string) {
 	t := p.next[i]
-	t.Revoke = &Revoke{Target: to.id, Since: p.now, Reason: reason, Generation: p.in.Current.Generation + 1}
+	rv := &Revoke{Target: to.id, Since: p.now, Reason: reason, Generation: p.in.Current.Generation + 1}
+	if p.direct {
+		rv.Epoch = p.mintEpoch(i)
+	}
+	t.Revoke = rv
 	p.move(i, MoveRevoke, t.Active, to.id, reason)
 }
 

@@ -17,7 +17,8 @@ import (
 // One call makes every change that needs no acknowledgement from a member,
 // in this order:
 //
-//   - trackLeaving, cleanup: record leaving members; drop roles on members
+//   - trackLeaving, adoptHandoffs, cleanup: record leaving members;
+//     record the direct hand-offs members report; drop roles on members
 //     that can no longer hold them; withdraw revokes whose target died,
 //     is leaving or has no worker attached;
 //   - unassignAll, when no member may own a task (all leaving, or no
@@ -48,6 +49,7 @@ func Plan(in Input) Result {
 		return Result{Assignment: in.Current.Clone()}
 	}
 	p.trackLeaving()
+	p.adoptHandoffs()
 	p.cleanup()
 	if len(p.actives) == 0 {
 		p.unassignAll()
@@ -124,6 +126,8 @@ type planner struct {
 	lags  []map[string]uint64
 	pos   positions
 	moves []Move
+	// direct: revokes ask for direct hand-offs (directHandoffs).
+	direct bool
 	// learnerTotal counts the learners catching up once admitLearners
 	// ran; standbys being built come on top of it.
 	learnerTotal int
@@ -224,6 +228,7 @@ func newPlanner(in *Input) (*planner, bool) {
 	p.learnerBorn = make([]bool, n)
 	p.fixed = make([]bool, n)
 	p.pos = indexPositions(p)
+	p.direct = p.directHandoffs()
 	return p, true
 }
 

@@ -5,8 +5,9 @@ import "time"
 var zeroTime time.Time
 
 // promote completes the revokes whose owner released the task at its
-// current epoch, or whose release timeout passed: the target becomes the
-// owner with epoch+1. After a release, HandoffSeq and HandoffAt come from
+// current epoch through the leader (a direct hand-off is adoptHandoffs'),
+// or whose release timeout passed: the target becomes the owner at the
+// revoke's epoch (or a new one). After a release, HandoffSeq and HandoffAt come from
 // it; after a timeout they are zero and the target's epoch marker fences the
 // old owner.
 func (p *planner) promote() {
@@ -27,7 +28,7 @@ func (p *planner) promote() {
 		if target == "" {
 			// A retirement: the owner stopped; nobody takes over yet.
 			p.move(i, MoveUnassign, owner.id, "", reasonNoMember)
-			*t = TaskAssignment{Epoch: t.Epoch}
+			*t = TaskAssignment{Epoch: t.Epoch, Minted: t.Minted}
 			p.demoted[i] = owner
 			continue
 		}
@@ -39,8 +40,8 @@ func (p *planner) promote() {
 			t.HandoffSeq, t.HandoffAt = 0, zeroTime
 		}
 		p.removeMember(i, target)
+		t.Epoch = p.revokeEpoch(i)
 		t.Active = target
-		t.Epoch++
 		t.Revoke = nil
 		p.demoted[i] = owner
 		p.fixed[i] = true

@@ -83,6 +83,16 @@ type Member struct {
 	// that was made before the revoke it would complete was issued, is
 	// stale and ignored.
 	Released map[string]Release `json:"released,omitempty"`
+	// DirectHandoff says the member's agent hands a task over through its
+	// changelog: its release entry names the successor, which takes over
+	// from it without the leader (docs/ARCHITECTURE.md). The leader asks for
+	// such hand-offs only when every live member says so, since a member
+	// that does not cannot read a release entry.
+	DirectHandoff bool `json:"directHandoff,omitempty"`
+	// Takeovers are the tasks this member took over directly from a release
+	// entry that named it, at the epoch the entry gave, which no generation
+	// has recorded yet.
+	Takeovers map[string]Takeover `json:"takeovers,omitempty"`
 	// Worker is the state of the worker next to the member's agent. A
 	// member whose worker is not attached may warm tasks (learners,
 	// standbys) but gets no new active task; one whose worker is lost has
@@ -119,6 +129,20 @@ type Release struct {
 	// task again in between. 0 (a member that predates the field) matches
 	// any revoke of its epoch.
 	Generation uint64 `json:"generation,omitempty"`
+	// To and ToEpoch are set when the owner handed the task over directly:
+	// its release entry in the changelog names To as the owner at ToEpoch.
+	// Such a release is final: the task is To's from then on, whatever
+	// the leader's plan said meanwhile.
+	To      string `json:"to,omitempty"`
+	ToEpoch uint64 `json:"toEpoch,omitempty"`
+}
+
+// Takeover is a member's report that it took a task over directly: the
+// release entry at changelog sequence Seq named it the owner at Epoch.
+type Takeover struct {
+	Epoch uint64    `json:"epoch"`
+	Seq   uint64    `json:"seq"`
+	At    time.Time `json:"at"`
 }
 
 // answers reports whether r acknowledges revoke rv of a task at epoch.
@@ -146,8 +170,13 @@ type TaskAssignment struct {
 	// Active is the member that processes the task; "" while no live
 	// member can take it.
 	Active string `json:"active,omitempty"`
-	// Epoch rises by one each time Active changes; it fences stale owners.
+	// Epoch rises each time Active changes; it fences stale owners.
 	Epoch uint64 `json:"epoch"`
+	// Minted is the highest epoch the leader has given out for the task,
+	// when it is above Epoch: a revoke's epoch that was never taken (the
+	// revoke was cancelled). Every epoch is given to one member only, so
+	// the next one is above it (see mintEpoch).
+	Minted uint64 `json:"minted,omitempty"`
 	// Revoke is set while Active is being asked to stop the task so that
 	// Revoke.Target can take it over.
 	Revoke *Revoke `json:"revoke,omitempty"`
@@ -174,6 +203,13 @@ type Revoke struct {
 	Generation uint64 `json:"generation,omitempty"`
 	// Reason is a short, stable word: "balance", "leave", "leave-timeout".
 	Reason string `json:"reason"`
+	// Epoch, when set, is the epoch Target takes, minted for it when the
+	// revoke was issued, and asks for a direct hand-off: the owner's
+	// release entry names Target at Epoch, and Target takes the task over
+	// from the changelog without waiting for the leader. 0 (a group with a
+	// member that cannot read release entries, a leader that predates the
+	// field, a revoke to nobody) asks for the hand-off through the leader.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // Learner is a member warming a task up.

@@ -63,6 +63,9 @@ type MemberRecord struct {
 	Positions map[string]uint64 `json:"positions,omitempty"`
 	// Released acknowledges revokes (see assign.Member.Released).
 	Released map[string]assign.Release `json:"released,omitempty"`
+	// DirectHandoff and Takeovers: see assign.Member.
+	DirectHandoff bool                       `json:"directHandoff,omitempty"`
+	Takeovers     map[string]assign.Takeover `json:"takeovers,omitempty"`
 	// Generation is the last generation the member has applied.
 	Generation uint64 `json:"generation"`
 	// Worker is the state of the member's worker ("" when the member
@@ -81,6 +84,9 @@ func (r MemberRecord) AssignMember() assign.Member {
 		Positions: r.Positions,
 		Released:  r.Released,
 		Worker:    r.Worker,
+
+		DirectHandoff: r.DirectHandoff,
+		Takeovers:     r.Takeovers,
 	}
 }
 
