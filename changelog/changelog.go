@@ -202,8 +202,13 @@ func (l *Log) Append(ctx context.Context, task string, expectedLast uint64, e En
 	if !ValidTask(task) {
 		return 0, fmt.Errorf("append to task %q: invalid task ID", task)
 	}
-	if e.Kind != KindCommit && e.Kind != KindEpoch {
+	switch {
+	case e.Kind != KindCommit && e.Kind != KindEpoch && e.Kind != KindRelease:
 		return 0, fmt.Errorf("append to task %q: invalid entry kind %d", task, e.Kind)
+	case e.Kind == KindRelease && (e.Successor == "" || len(e.Successor) > maxSuccessor):
+		return 0, fmt.Errorf("append to task %q: a release entry names a successor of 1 to %d bytes, not %q", task, maxSuccessor, e.Successor)
+	case e.Kind == KindRelease && (len(e.Checkpoint) > 0 || len(e.Puts) > 0 || len(e.Deletes) > 0):
+		return 0, fmt.Errorf("append to task %q: a release entry carries no checkpoint or mutations", task)
 	}
 	data := Encode(nil, e)
 	if limit := l.js.Conn().MaxPayload(); int64(len(data)+headerOverhead) > limit {

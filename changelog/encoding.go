@@ -7,10 +7,11 @@ import (
 	"hash/crc32"
 )
 
-// One changelog message is one Entry, encoded as:
+// One changelog message is one Entry. Commits and epoch markers are
+// encoded in version 1:
 //
 //	offset  field
-//	0       version        1 byte, currently 1
+//	0       version        1 byte: 1
 //	1       kind           1 byte: 1 commit, 2 epoch marker
 //	2       epoch          uvarint
 //	        len(checkpoint) uvarint, then the checkpoint's bytes
@@ -20,18 +21,34 @@ import (
 //	end-4   crc            CRC-32C (Castagnoli) of every byte before it,
 //	                       4 bytes little-endian
 //
+// Release entries are encoded in version 2, so that a reader that knows
+// only version 1 stops on them with ErrUnknownVersion instead of taking
+// them for something else:
+//
+//	0       version        1 byte: 2
+//	1       kind           1 byte: 3 release
+//	2       epoch          uvarint: the epoch the successor takes
+//	        len(successor) uvarint (1 to 128), then the successor's member ID
+//	end-4   crc            as above
+//
 // A reader checks the version first: a message of a later version is
 // reported as ErrUnknownVersion, not as corrupt, since its layout (and where
 // its checksum lives) may differ. Any other mismatch, a bad checksum, a
-// truncated field, an overlong uvarint, an unknown kind or bytes left over,
-// is ErrCorrupt: the encoding is canonical.
-// Empty checkpoint, puts and deletes cost one byte each, so an epoch marker
-// is 10 bytes (epochs below 128).
+// truncated field, an overlong uvarint, an unknown kind, a kind in the
+// other version's layout or bytes left over, is ErrCorrupt: the encoding is
+// canonical. Empty checkpoint, puts and deletes cost one byte each, so an
+// epoch marker is 10 bytes (epochs below 128), a release entry 8 bytes and
+// its successor's ID.
 const (
-	// Version is the encoding version Encode writes.
+	// Version is the encoding version of commits and epoch markers.
 	Version = 1
+	// VersionRelease is the encoding version of release entries; the
+	// highest version Decode reads.
+	VersionRelease = 2
 
 	crcLen = 4
+	// maxSuccessor bounds a release entry's successor: a member ID.
+	maxSuccessor = 128
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -52,6 +69,10 @@ const (
 	// KindEpoch is an epoch marker: the first message of a new owner, with
 	// its epoch and no mutations. Appending it fences the previous owner.
 	KindEpoch Kind = 2
+	// KindRelease is a release entry: the owner's last message, which hands
+	// the task over to Successor at Epoch. Appending it fences the owner;
+	// the successor's first commit is fenced on it.
+	KindRelease Kind = 3
 )
 
 func (k Kind) String() string {
@@ -60,14 +81,21 @@ func (k Kind) String() string {
 		return "commit"
 	case KindEpoch:
 		return "epoch"
+	case KindRelease:
+		return "release"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // Entry is one changelog message.
 type Entry struct {
-	Kind  Kind
+	Kind Kind
+	// Epoch is the writer's epoch; for a release entry, the epoch its
+	// successor takes.
 	Epoch uint64
+	// Successor is the member a release entry hands the task over to; it
+	// is empty in the other kinds.
+	Successor string
 	// Checkpoint is the worker's input position; empty keeps the previous.
 	Checkpoint []byte
 	Puts       []KV
@@ -75,7 +103,7 @@ type Entry struct {
 }
 
 // KV is one put of an entry: a key and its value. It is an alias of a plain
-// struct type, the same type as KV, so that a decoded entry's
+// struct type, the same type as statestore.KV, so that a decoded entry's
 // puts apply to the store as they are (restore.Commit) while changelog links
 // nothing of the store.
 type KV = struct {
@@ -85,6 +113,9 @@ type KV = struct {
 
 // EncodedLen returns the length of e's encoding.
 func EncodedLen(e Entry) int {
+	if e.Kind == KindRelease {
+		return 2 + uvarintLen(e.Epoch) + uvarintLen(uint64(len(e.Successor))) + len(e.Successor) + crcLen
+	}
 	n := 2 + uvarintLen(e.Epoch) + uvarintLen(uint64(len(e.Checkpoint))) + len(e.Checkpoint)
 	n += uvarintLen(uint64(len(e.Puts)))
 	for _, kv := range e.Puts {
@@ -106,10 +137,18 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
-// Encode appends the encoding of e to dst and returns the extended slice.
+// Encode appends the encoding of e to dst and returns the extended slice. A
+// release entry's checkpoint, puts and deletes are not encoded (it has
+// none).
 func Encode(dst []byte, e Entry) []byte {
 	start := len(dst)
 	dst = grow(dst, EncodedLen(e))
+	if e.Kind == KindRelease {
+		dst = append(dst, VersionRelease, byte(e.Kind))
+		dst = binary.AppendUvarint(dst, e.Epoch)
+		dst = appendBytes(dst, []byte(e.Successor))
+		return appendChecksum(dst, start)
+	}
 	dst = append(dst, Version, byte(e.Kind))
 	dst = binary.AppendUvarint(dst, e.Epoch)
 	dst = appendBytes(dst, e.Checkpoint)
@@ -185,8 +224,8 @@ func decode(e *Entry, b []byte, d *Decoder) error {
 	if len(b) == 0 {
 		return corrupt("empty entry")
 	}
-	if b[0] != Version {
-		return fmt.Errorf("version %d, want %d: %w", b[0], Version, ErrUnknownVersion)
+	if b[0] != Version && b[0] != VersionRelease {
+		return fmt.Errorf("version %d, want %d or %d: %w", b[0], Version, VersionRelease, ErrUnknownVersion)
 	}
 	if len(b) < 2+crcLen {
 		return corrupt("entry of %d bytes is truncated", len(b))
@@ -196,11 +235,27 @@ func decode(e *Entry, b []byte, d *Decoder) error {
 		return corrupt("checksum %08x, want %08x", got, want)
 	}
 	e.Kind = Kind(body[1])
-	if e.Kind != KindCommit && e.Kind != KindEpoch {
+	switch {
+	case e.Kind != KindCommit && e.Kind != KindEpoch && e.Kind != KindRelease:
 		return corrupt("unknown kind %d", body[1])
+	case (e.Kind == KindRelease) != (b[0] == VersionRelease):
+		return corrupt("%v entry in the layout of version %d", e.Kind, b[0])
 	}
 	r := reader{b: body, off: 2}
 	e.Epoch = r.uvarint()
+	if e.Kind == KindRelease {
+		s := r.bytes()
+		switch {
+		case r.err != nil:
+			return r.err
+		case len(s) == 0 || len(s) > maxSuccessor:
+			return corrupt("release entry names a successor of %d bytes", len(s))
+		case r.off != len(body):
+			return corrupt("%d bytes after the last field", len(body)-r.off)
+		}
+		e.Successor = string(s)
+		return nil
+	}
 	if cp := r.bytes(); len(cp) > 0 {
 		e.Checkpoint = cp
 	}

@@ -11,6 +11,7 @@ import (
 func sampleEntries() []Entry {
 	return []Entry{
 		{Kind: KindEpoch, Epoch: 7},
+		{Kind: KindRelease, Epoch: 8, Successor: "m-2"},
 		{Kind: KindCommit},
 		{Kind: KindCommit, Epoch: 1 << 40, Checkpoint: []byte("offset=42"),
 			Puts:    []statestore.KV{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("b"), Value: []byte{}}, {Key: []byte{}, Value: bytes.Repeat([]byte{0xff}, 300)}},
@@ -19,7 +20,7 @@ func sampleEntries() []Entry {
 }
 
 func equalEntry(a, b Entry) bool {
-	if a.Kind != b.Kind || a.Epoch != b.Epoch || !bytes.Equal(a.Checkpoint, b.Checkpoint) ||
+	if a.Kind != b.Kind || a.Epoch != b.Epoch || a.Successor != b.Successor || !bytes.Equal(a.Checkpoint, b.Checkpoint) ||
 		len(a.Puts) != len(b.Puts) || len(a.Deletes) != len(b.Deletes) {
 		return false
 	}
@@ -59,6 +60,9 @@ func TestEncodeDecode(t *testing.T) {
 	if n := len(Encode(nil, Entry{Kind: KindEpoch, Epoch: 1})); n != 10 {
 		t.Errorf("an epoch marker takes %d bytes, want 10 as documented", n)
 	}
+	if n := len(Encode(nil, Entry{Kind: KindRelease, Epoch: 1, Successor: "m1"})); n != 8+2 {
+		t.Errorf("a release entry naming m1 takes %d bytes, want 10 as documented", n)
+	}
 }
 
 func TestDecoderKeepsEarlierEntries(t *testing.T) {
@@ -85,11 +89,14 @@ func TestDecoderKeepsEarlierEntries(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
-	good := Encode(nil, sampleEntries()[2])
+	good := Encode(nil, sampleEntries()[3])
 	flip := bytes.Clone(good)
 	flip[5] ^= 1
-	v2 := bytes.Clone(good)
-	v2[0] = 2
+	later := bytes.Clone(good)
+	later[0] = VersionRelease + 1
+	commitAsV2 := appendCRC([]byte{VersionRelease, byte(KindCommit), 1, 1, 'm'})
+	releaseAsV1 := appendCRC([]byte{Version, byte(KindRelease), 1, 0, 0, 0})
+	noSuccessor := appendCRC([]byte{VersionRelease, byte(KindRelease), 1, 0})
 	badKind := Encode(nil, Entry{Kind: 9})
 	trailing := func() []byte { // valid checksum over a body with a stray byte
 		b := Encode(nil, Entry{Kind: KindEpoch})
@@ -110,7 +117,11 @@ func TestDecodeErrors(t *testing.T) {
 		{"trailing bytes", trailing, ErrCorrupt},
 		{"huge count", hugeCount, ErrCorrupt},
 		{"overlong uvarint", appendCRC([]byte{Version, byte(KindEpoch), 0x80, 0, 0, 0, 0}), ErrCorrupt},
-		{"later version", v2, ErrUnknownVersion},
+		{"later version", later, ErrUnknownVersion},
+		{"commit in the release layout", commitAsV2, ErrCorrupt},
+		{"release in the commit layout", releaseAsV1, ErrCorrupt},
+		{"release naming no successor", noSuccessor, ErrCorrupt},
+		{"release with bytes after the successor", appendCRC([]byte{VersionRelease, byte(KindRelease), 1, 1, 'm', 0}), ErrCorrupt},
 		{"garbage", []byte("hello, world"), ErrUnknownVersion},
 	}
 	for _, tt := range tests {

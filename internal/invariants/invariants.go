@@ -18,22 +18,34 @@ type Chain struct {
 	Task    string
 	Commits int
 	Markers int
-	// Epochs lists the epochs of the markers, in order.
+	// Releases counts the release entries: each is a direct hand-off.
+	Releases int
+	// Epochs lists the epochs the markers and release entries begin, in
+	// order.
 	Epochs []uint64
 	// Violations describes every break of the one-writer chain: a marker
-	// whose epoch goes down, or a commit whose epoch is not the epoch of
-	// the latest marker before it (a stale owner's write that got in).
+	// whose epoch goes down, a release entry that does not raise it, or a
+	// commit whose epoch is not the epoch of the latest marker or release
+	// entry before it (a stale owner's write that got in).
 	Violations []string
 }
 
 // CheckChain checks that recs form one chain: markers' epochs never go
-// down, and every commit carries the epoch of the latest marker.
+// down, a release entry raises the epoch (it begins its successor's), and
+// every commit carries the epoch of the latest marker or release entry.
 func CheckChain(task string, recs []changelog.Record) Chain {
 	c := Chain{Task: task}
 	var epoch uint64
 	seen := false
 	for _, r := range recs {
 		switch r.Entry.Kind {
+		case changelog.KindRelease:
+			c.Releases++
+			if !seen || r.Entry.Epoch <= epoch {
+				c.Violations = append(c.Violations, fmt.Sprintf("seq %d: release entry to epoch %d after epoch %d", r.Seq, r.Entry.Epoch, epoch))
+			}
+			epoch, seen = r.Entry.Epoch, true
+			c.Epochs = append(c.Epochs, r.Entry.Epoch)
 		case changelog.KindEpoch:
 			c.Markers++
 			if seen && r.Entry.Epoch < epoch {

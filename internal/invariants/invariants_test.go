@@ -16,7 +16,7 @@ func rec(seq uint64, kind changelog.Kind, epoch uint64, puts ...string) changelo
 }
 
 func TestCheckChain(t *testing.T) {
-	const m, c = changelog.KindEpoch, changelog.KindCommit
+	const m, c, r = changelog.KindEpoch, changelog.KindCommit, changelog.KindRelease
 	tests := []struct {
 		name       string
 		recs       []changelog.Record
@@ -29,6 +29,10 @@ func TestCheckChain(t *testing.T) {
 		{"stale commit after hand-off", []changelog.Record{rec(1, m, 1), rec(2, m, 2), rec(3, c, 1)}, 1},
 		{"commit before marker", []changelog.Record{rec(1, c, 1)}, 1},
 		{"epoch goes down", []changelog.Record{rec(1, m, 2), rec(2, m, 1)}, 1},
+		{"direct hand-off", []changelog.Record{rec(1, m, 1), rec(2, c, 1), rec(3, r, 2), rec(4, c, 2)}, 0},
+		{"the old owner commits after its release", []changelog.Record{rec(1, m, 1), rec(3, r, 2), rec(4, c, 1)}, 1},
+		{"a release that does not raise the epoch", []changelog.Record{rec(1, m, 2), rec(2, r, 2)}, 1},
+		{"a release before any owner", []changelog.Record{rec(1, r, 1)}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
