@@ -75,10 +75,30 @@ type Options struct {
 	// snapshot when the store has nothing of the task or when the
 	// changelog was trimmed past its copy (see startpoint.go).
 	Snapshots *snapshot.Bucket
+	// OnRelease, if set, is called from Run's goroutine with every release
+	// entry Run receives, once everything before it is applied and before
+	// the entry itself is. Returning true says that this member took the
+	// task over from it: Run applies the entry, calls OnProgress no more,
+	// and returns nil, tailing or not.
+	OnRelease func(Release) bool
 	// History is what the group's records say about the task's past: a
 	// task with one whose state is nowhere to be found stops Run with
 	// ErrLost instead of starting empty (history.go).
 	History History
+}
+
+// Release is a release entry as a Replayer receives it: the task's owner
+// handed it over to Successor at Epoch.
+type Release struct {
+	Seq       uint64
+	Epoch     uint64
+	Successor string
+	// Stored is when the server stored the entry.
+	Stored time.Time
+	// Last says that nothing followed the entry on the subject when it was
+	// delivered: a successor that takes over from it is the only writer
+	// since.
+	Last bool
 }
 
 // Progress is how far a Replayer has come.

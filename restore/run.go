@@ -51,6 +51,7 @@ type run struct {
 	lastReport  time.Time
 	reportedEnd bool // the last report was caught up
 	finished    bool // without Tail: reached the end
+	takenOver   bool // OnRelease took the task over: no more OnProgress
 }
 
 // start reads where the store is, learns the subject's end and starts the
@@ -221,6 +222,18 @@ func (u *run) add(msg jetstream.Msg) error {
 		}
 		return fmt.Errorf("restore task %s: message at seq %d: %w", u.task, seq, err)
 	}
+	takenOver := false
+	if e.Kind == changelog.KindRelease && u.r.opts.OnRelease != nil {
+		// Everything before the release entry is applied first, so that a
+		// successor that takes the task over serves it at once; the entry
+		// itself (no data, the new epoch) is applied after.
+		if err := u.flush(); err != nil {
+			return err
+		}
+		takenOver = u.r.opts.OnRelease(Release{Seq: seq, Epoch: e.Epoch, Successor: e.Successor,
+			Stored: md.Timestamp, Last: md.NumPending == 0})
+		u.takenOver = takenOver
+	}
 	u.pending = append(u.pending, Commit(e, seq))
 	u.pendingBytes += len(data)
 	u.pendingRecs += uint64(len(e.Puts) + len(e.Deletes))
@@ -230,6 +243,10 @@ func (u *run) add(msg jetstream.Msg) error {
 	u.end = max(u.end, seq)
 
 	switch {
+	case takenOver:
+		// The task is the successor's now: nothing more to tail.
+		u.finished = true
+		return u.flush()
 	case md.NumPending == 0 || seq >= u.r.wanted.Load() && u.r.wanted.Load() > u.applied:
 		// Nothing more to come, or a waiter wants this sequence.
 		if err := u.flush(); err != nil {
@@ -300,7 +317,7 @@ func (u *run) report(force bool) {
 	p := u.progress(now)
 	u.r.publish(p)
 	cb := u.r.opts.OnProgress
-	if cb == nil {
+	if cb == nil || u.takenOver {
 		return
 	}
 	interval := u.r.opts.ProgressInterval
