@@ -51,6 +51,15 @@ const (
 	fSeen     = "seen"     // "release seen", "generation applied": the watch delivered it
 	fFenced   = "fenced"   // "task active": the epoch marker was appended and applied
 	fRead     = "read"     // "generation applied": how long reading the member's assignment took
+	fAppended = "appended" // "task released": the release entry was appended
+	fStored   = "stored"   // "task taken over": the server stored the release entry (a stateless task: its owner released it)
+	fDirect   = "direct"   // "task released": the release hands the task over directly
+)
+
+// Messages of the log lines of a hand-off's steps that the bench reads.
+const (
+	logTaskReleased  = "task released"
+	logTaskTakenOver = "task taken over"
 )
 
 // Options configure an Agent.
@@ -134,11 +143,9 @@ type Agent struct {
 	assigned     group.MemberAssignment // this member's part of the generation applied
 	assignedRev  uint64
 	included     bool // some generation has included this member
-	releases     map[string]assign.Release
 	leavingSince *time.Time
 	version      uint64
 	changed      chan struct{} // closed and replaced on every view change
-	positions    map[string]uint64
 
 	rewatch    *broadcast // fires when the connection to NATS comes back
 	replayBack *broadcast // fires when the replay connection comes back
@@ -245,9 +252,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		owner:       opts.Owner,
 		host:        hostname(),
 		tasks:       map[string]*task{},
-		releases:    map[string]assign.Release{},
 		changed:     make(chan struct{}),
-		positions:   map[string]uint64{},
 		hbKick:      make(chan struct{}, 1),
 	}
 	a.worker = newWorkerWatch(opts.RequireWorker, a.started)
@@ -270,7 +275,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		return nil, fmt.Errorf("list local tasks: %w", err)
 	}
 	for _, m := range metas {
-		a.positions[m.Task] = m.Applied
+		a.taskLocked(m.Task).applied.Store(m.Applied) // gone, with its local copy's position
 	}
 	if a.owner == "" {
 		a.owner = newIncarnation()
@@ -343,6 +348,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.runElection(gctx) })
 	g.Go(func() error { return a.runSnapshots(gctx) })
 	g.Go(func() error { return a.runWorkerWatch(gctx) })
+	g.Go(func() error { return a.runHandoffs(gctx) })
 	err := g.Wait()
 	a.stopAllTasks()
 	if errors.Is(err, context.Canceled) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/restore"
@@ -23,7 +22,7 @@ type taskState struct {
 func (t *task) state() taskState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return taskState{phase: t.phase, epoch: t.epoch, revoking: t.revoking}
+	return taskState{phase: t.phase, epoch: t.epoch, revoking: t.revoke != nil}
 }
 
 // activeTask returns the runtime of a task the worker may use and a copy
@@ -140,30 +139,9 @@ func (a *Agent) reactivate(t *task, epoch uint64) {
 	defer a.mu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.epoch != epoch || !t.move(evReactivate) {
-		return
-	}
-	a.startJobLocked(t, false, func(ctx context.Context, prev *job) {
-		a.activate(ctx, t, prev, epoch, 0, time.Time{})
-	})
-	a.bumpViewLocked()
-}
-
-// isReleased reports whether the worker released the task at epoch and
-// has not served it since.
-func (t *task) isReleased(epoch uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.phase == phaseReleased && t.epoch == epoch
-}
-
-// setLost marks the task as no longer this member's to write at epoch.
-func (t *task) setLost(epoch uint64) {
-	t.mu.Lock()
 	if t.epoch == epoch {
-		t.move(evLose)
+		a.apply(t, change{ev: evReactivate})
 	}
-	t.mu.Unlock()
 }
 
 // fencedCommit handles a commit whose append was fenced. Either another
@@ -188,60 +166,8 @@ func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
 		return fmt.Errorf("%w: an earlier commit of task %s reached the changelog although its acknowledgement was lost; "+
 			"nothing of this commit was applied: don't retry it, restart the task from the checkpoint in /assignment, which includes the earlier one", api.ErrResume, t.id)
 	}
-	t.setLost(epoch)
-	a.metrics.fenced.Inc()
-	a.viewChanged()
+	a.lose(t, epoch)
 	return fmt.Errorf("%w: task %s was taken over by another member (epoch %d replaced %d); stop it", api.ErrNotOwner, t.id, meta.Epoch, epoch)
-}
-
-// Release implements httpapi.Backend: the worker stopped a revoked task.
-// From now on this member refuses the task's commits, and the leader learns
-// the sequence of its last commit. It waits for a commit in flight.
-func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.ReleaseResult, error) {
-	received := time.Now()
-	t, _, err := a.activeTask(id)
-	if err != nil {
-		return api.ReleaseResult{}, err
-	}
-	t.commitMu.Lock()
-	defer t.commitMu.Unlock()
-	// a.mu too, so that the release is stamped with the generation whose
-	// revoke it answers: none can be applied in between.
-	a.mu.Lock()
-	t.mu.Lock()
-	if epoch != 0 && epoch != t.epoch {
-		t.mu.Unlock()
-		a.mu.Unlock()
-		return api.ReleaseResult{}, fmt.Errorf("%w: release of task %s at epoch %d, but it is at epoch %d on member %s; a worker releases only the ownership it ran", api.ErrNotOwner, id, epoch, t.epoch, a.opts.MemberID)
-	}
-	if !t.phase.owned() || !t.revoking {
-		t.mu.Unlock()
-		a.mu.Unlock()
-		return api.ReleaseResult{}, fmt.Errorf("%w: task %s is not being revoked on member %s; release only the tasks /assignment lists under revoke", api.ErrNotRevoked, id, a.opts.MemberID)
-	}
-	res := api.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.lastSeq}
-	already := t.phase == phaseReleased
-	if !t.move(evRelease) {
-		// A commit that held commitMu before us found the task taken
-		// over (its append was fenced): this member may not report it
-		// released.
-		phase := t.phase
-		t.mu.Unlock()
-		a.mu.Unlock()
-		return api.ReleaseResult{}, fmt.Errorf("%w: task %s is %s on member %s, not active: it cannot be released now; read /assignment", api.ErrNotOwner, id, phase, a.opts.MemberID)
-	}
-	t.mu.Unlock()
-	if !already {
-		a.releases[id] = assign.Release{Epoch: res.Epoch, Seq: res.Seq, At: time.Now(), Generation: a.generation}
-		a.bumpViewLocked()
-	}
-	a.mu.Unlock()
-	if already {
-		return res, nil
-	}
-	a.kickHeartbeat()
-	a.log.Info().Str(fTask, id).Uint64(fEpoch, res.Epoch).Uint64(fSeq, res.Seq).Str(fReceived, stamp(received)).Msg("task released")
-	return res, nil
 }
 
 // Get implements httpapi.Backend.

@@ -266,7 +266,7 @@ func checkChangelog(t *testing.T, c *cluster, tasks []string, acks []invariants.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	markers := 0
+	markers, releases := 0, 0
 	byTask := map[string][]invariants.Acked{}
 	for _, a := range acks {
 		byTask[a.Task] = append(byTask[a.Task], a)
@@ -290,7 +290,7 @@ func checkChangelog(t *testing.T, c *cluster, tasks []string, acks []invariants.
 				continue
 			}
 			for _, r := range recs {
-				if r.Seq > ev.Seq && r.Entry.Epoch == ev.Epoch && r.Entry.Kind != 2 {
+				if r.Seq > ev.Seq && r.Entry.Epoch == ev.Epoch && r.Entry.Kind == changelog.KindCommit {
 					t.Errorf("%s: commit at seq %d from epoch %d after its release at seq %d", task, r.Seq, ev.Epoch, ev.Seq)
 				}
 			}
@@ -311,10 +311,13 @@ func checkChangelog(t *testing.T, c *cluster, tasks []string, acks []invariants.
 			}
 		}
 		markers += chain.Markers
+		releases += chain.Releases
 	}
-	// Each task was activated once, and every move activated it once more.
-	if moves := len(handoffPauses(events)); markers != len(tasks)+moves {
-		t.Errorf("%d epoch markers, want %d (one per task plus one per move, %d moves)", markers, len(tasks)+moves, moves)
+	// Each task was activated once, with its epoch marker, and every
+	// planned move handed it over directly, with a release entry.
+	if moves := len(handoffPauses(events)); markers != len(tasks) || releases != moves {
+		t.Errorf("%d epoch markers and %d release entries, want %d and %d (a marker per task's first activation, a release entry per planned move)",
+			markers, releases, len(tasks), moves)
 	}
 }
 

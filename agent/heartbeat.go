@@ -79,14 +79,10 @@ func (a *Agent) record() group.MemberRecord {
 		Leaving:     a.leavingSince != nil,
 		Started:     a.started,
 		Generation:  a.generation,
+
+		DirectHandoff: true,
 	}
 	r.Worker, r.WorkerSince = a.worker.state, a.worker.since
-	if len(a.positions) > 0 {
-		r.Positions = make(map[string]uint64, len(a.positions))
-		for k, v := range a.positions {
-			r.Positions[k] = v
-		}
-	}
 	for _, t := range a.tasks {
 		if p := t.position(); p > 0 {
 			if r.Positions == nil {
@@ -94,12 +90,20 @@ func (a *Agent) record() group.MemberRecord {
 			}
 			r.Positions[t.id] = p
 		}
-	}
-	if len(a.releases) > 0 {
-		r.Released = make(map[string]assign.Release, len(a.releases))
-		for k, v := range a.releases {
-			r.Released[k] = v
+		t.mu.Lock()
+		if t.release != nil {
+			if r.Released == nil {
+				r.Released = map[string]assign.Release{}
+			}
+			r.Released[t.id] = *t.release
 		}
+		if t.takeover != nil {
+			if r.Takeovers == nil {
+				r.Takeovers = map[string]assign.Takeover{}
+			}
+			r.Takeovers[t.id] = *t.takeover
+		}
+		t.mu.Unlock()
 	}
 	return r
 }

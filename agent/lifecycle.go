@@ -1,27 +1,31 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"time"
 
+	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/api"
 )
 
 // taskPhase is where a task's runtime is in its lifecycle on this member.
 // Whether the current generation revokes the task is a separate input
-// (task.revoking): a revoke does not change what the member may do with
-// the task until the worker releases it.
+// (task.revoke): a revoke does not change what the member may do with the
+// task until the worker releases it.
 //
 //	                learn / stand by
 //	   ┌────────────────────────────────────────┐
 //	   ▼                                        │
 //	Learner ◀──▶ Standby                        │ (from any phase)
-//	   │            │                           │
-//	   └──activate──┴──▶ Activating ──ready──▶ Active ──release──▶ Released
-//	  (from any phase)      │  ▲                 │  ▲                  │
-//	                        │  └──reactivate─────┘  └────cancel revoke──┘ (or resume)
-//	                       lose                 lose
-//	                        ▼                    │
-//	                       Lost ◀────────────────┘
+//	   │            │
+//	   ├─activate───┴──▶ Activating ──ready──▶ Active ──release──▶ Released
+//	   │ (from any phase)   │  ▲                 ▲ │  ▲                  │
+//	   │                    │  └──reactivate─────┼─┘  └───cancel revoke──┘ (or resume)
+//	   │                   lose                  │ lose
+//	   │                    ▼                    │  │
+//	   │                   Lost ◀────────────────┼──┘
+//	   └──────────────── take over ──────────────┘ (also from Standby, Gone, Activating)
 //
 //	release also from Activating (a revoked task the worker never started).
 //	drop: from any phase to Gone (the task left this member).
@@ -31,7 +35,9 @@ import (
 // Released, for reads) lets the worker use it; Released refuses commits.
 // A release is the worker's (under revoke) or its agent's, for a worker
 // lost (worker.go); resume undoes the latter when the worker comes back
-// before the group moved the task.
+// before the group moved the task. Take over is the successor's side of a
+// direct hand-off (handoff.go): the previous owner's release entry named
+// this member, so it owns the task at once, without an activation.
 type taskPhase uint8
 
 const (
@@ -86,14 +92,15 @@ const (
 	evReactivate                    // its copy missed a commit of its own: activate again at the same epoch
 	evReady                         // the activation appended its epoch marker
 	evRelease                       // the worker released it under revoke, or its agent did for its lost worker
-	evCancelRevoke                  // the revoke was called off after the release: the worker serves it again
+	evCancelRevoke                  // the revoke was called off after a release through the leader: the worker serves it again
 	evResume                        // the lost worker came back before the group moved the task: it serves it again
+	evTakeOver                      // the previous owner's release entry named this member: it owns the task at once
 	evLose                          // a fenced append showed a newer owner
 	evDrop                          // a generation no longer places it here
 	numEvents
 )
 
-var eventNames = [numEvents]string{"learn", "stand by", "activate", "reactivate", "ready", "release", "cancel revoke", "resume", "lose", "drop"}
+var eventNames = [numEvents]string{"learn", "stand by", "activate", "reactivate", "ready", "release", "cancel revoke", "resume", "take over", "lose", "drop"}
 
 func (e taskEvent) String() string {
 	if e < numEvents {
@@ -104,7 +111,7 @@ func (e taskEvent) String() string {
 
 // transitions is the task lifecycle: for each event, the phases it may
 // happen in and the phase it leads to. An event in any other phase is
-// illegal.
+// illegal. What each event does besides is in apply.
 var transitions = [numEvents]struct {
 	from []taskPhase // nil: any phase
 	to   taskPhase
@@ -119,8 +126,12 @@ var transitions = [numEvents]struct {
 	evRelease:      {[]taskPhase{phaseActivating, phaseActive, phaseReleased}, phaseReleased},
 	evCancelRevoke: {[]taskPhase{phaseReleased}, phaseActive},
 	evResume:       {[]taskPhase{phaseReleased}, phaseActive},
-	evLose:         {[]taskPhase{phaseActivating, phaseActive}, phaseLost},
-	evDrop:         {nil, phaseGone},
+	// A stateful task is taken over by its tailer (also while an
+	// activation at the same epoch waits for it); a stateless one, which
+	// has no copy to tail, from wherever it is not owned.
+	evTakeOver: {[]taskPhase{phaseGone, phaseLearner, phaseStandby, phaseActivating}, phaseActive},
+	evLose:     {[]taskPhase{phaseActivating, phaseActive}, phaseLost},
+	evDrop:     {nil, phaseGone},
 }
 
 // next is the phase e leads to from p, or an error if e cannot happen in p.
@@ -150,3 +161,109 @@ func (t *task) move(e taskEvent) bool {
 	t.phase = p
 	return true
 }
+
+// change is one event of a task's lifecycle with what the event carries.
+type change struct {
+	ev taskEvent
+	// epoch: the ownership that activate and take over start.
+	epoch uint64
+	// revoke: the generation's revoke of the task that activate carries.
+	revoke *revokeOrder
+	// handoffSeq and handoffAt: the previous owner's last commit and its
+	// release, that activate waits for and measures the pause from.
+	handoffSeq uint64
+	handoffAt  time.Time
+	// seq: where the owner's appends continue after ready and take over.
+	seq uint64
+	// release: what the member record says of a release.
+	release *assign.Release
+	// forWorker: the agent released for its lost worker (resume undoes it).
+	forWorker bool
+	// takeover: what the member record says of a take over, until a
+	// generation records it.
+	takeover *assign.Takeover
+}
+
+// apply moves t by c.ev and does what the event does besides, in one
+// place: the jobs it starts and stops, the state it sets, the worker's view
+// and the member record it changes. It reports whether the event was legal
+// in t's phase; an illegal one changes nothing. Callers hold a.mu and t.mu,
+// and for ready and take over (which set lastSeq) t.commitMu too.
+func (a *Agent) apply(t *task, c change) bool {
+	from := t.phase
+	if !t.move(c.ev) {
+		return false
+	}
+	switch c.ev {
+	case evLearn, evStandBy:
+		t.revoke, t.release, t.takeover = nil, nil, nil
+		if !from.tailing() || t.job == nil {
+			a.startJobLocked(t, false, func(ctx context.Context, prev *job) { a.tail(ctx, t, prev) })
+		}
+	case evActivate:
+		t.epoch, t.revoke, t.release, t.takeover, t.forWorker = c.epoch, c.revoke, nil, nil, false
+		epoch, seq, at := c.epoch, c.handoffSeq, c.handoffAt
+		// An activation lets a current tailer apply the previous owner's
+		// last commit before it stops it.
+		a.startJobLocked(t, from.tailing(), func(ctx context.Context, prev *job) {
+			a.activate(ctx, t, prev, epoch, seq, at)
+		})
+	case evReactivate:
+		epoch := t.epoch
+		a.startJobLocked(t, false, func(ctx context.Context, prev *job) {
+			a.activate(ctx, t, prev, epoch, 0, time.Time{})
+		})
+		a.bumpViewLocked()
+	case evReady:
+		t.lastSeq = c.seq
+		if c.seq > 0 {
+			t.applied.Store(c.seq)
+		}
+		t.lag.Store(0)
+		a.bumpViewLocked()
+	case evTakeOver:
+		t.epoch, t.revoke, t.release, t.takeover, t.forWorker = c.epoch, nil, nil, c.takeover, false
+		t.lastSeq = c.seq
+		if c.seq > 0 {
+			t.applied.Store(c.seq)
+		}
+		t.lag.Store(0)
+		// A stateful task's job is the tailer that saw the release entry,
+		// or an activation waiting for it: each ends by itself.
+		a.metrics.directTakeovers.Inc()
+		a.metrics.learnerLag.DeleteLabelValues(t.id)
+		a.metrics.restoreRate.DeleteLabelValues(t.id)
+		a.bumpViewLocked()
+		a.kickHeartbeat()
+	case evRelease:
+		t.release, t.forWorker = c.release, c.forWorker
+		a.bumpViewLocked()
+		a.kickHeartbeat()
+	case evCancelRevoke:
+		t.release = nil
+	case evResume:
+		t.release, t.forWorker = nil, false
+		a.bumpViewLocked()
+	case evLose:
+		a.metrics.fenced.Inc()
+		a.bumpViewLocked()
+	case evDrop:
+		t.revoke, t.release, t.takeover, t.forWorker = nil, nil, nil, false
+		t.job.stop()
+		a.metrics.learnerLag.DeleteLabelValues(t.id)
+		a.metrics.restoreRate.DeleteLabelValues(t.id)
+	}
+	return true
+}
+
+// revokeOrder is a generation's revoke of a task from this member.
+type revokeOrder struct {
+	// target is the member that takes the task over ("" for nobody).
+	target string
+	// epoch is the epoch target takes when the revoke asks for a direct
+	// hand-off; 0 for a hand-off through the leader.
+	epoch uint64
+}
+
+// direct reports whether the revoke asks for a direct hand-off.
+func (r *revokeOrder) direct() bool { return r != nil && r.epoch > 0 && r.target != "" }

@@ -22,6 +22,7 @@ func TestTaskLifecycle(t *testing.T) {
 		evRelease:      {x, x, x, phaseReleased, phaseReleased, phaseReleased, x},
 		evCancelRevoke: {x, x, x, x, x, phaseActive, x},
 		evResume:       {x, x, x, x, x, phaseActive, x},
+		evTakeOver:     {phaseActive, phaseActive, phaseActive, phaseActive, x, x, x},
 		evLose:         {x, x, x, phaseLost, phaseLost, x, x},
 		evDrop:         {phaseGone, phaseGone, phaseGone, phaseGone, phaseGone, phaseGone, phaseGone},
 	}

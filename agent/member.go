@@ -16,7 +16,7 @@ import (
 type desired struct {
 	role       string
 	epoch      uint64
-	revoking   bool
+	revoke     *revokeOrder
 	handoffSeq uint64
 	handoffAt  time.Time
 }
@@ -71,13 +71,11 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 
 	want := map[string]desired{}
 	for id, t := range mine.Tasks {
-		want[id] = desired{
-			role:       api.RoleActive,
-			epoch:      t.Epoch,
-			revoking:   t.Revoke != nil,
-			handoffSeq: t.HandoffSeq,
-			handoffAt:  t.HandoffAt,
+		d := desired{role: api.RoleActive, epoch: t.Epoch, handoffSeq: t.HandoffSeq, handoffAt: t.HandoffAt}
+		if rv := t.Revoke; rv != nil {
+			d.revoke = &revokeOrder{target: rv.Target, epoch: rv.Epoch}
 		}
+		want[id] = d
 	}
 	for _, id := range mine.Learning {
 		want[id] = desired{role: api.RoleLearner}
@@ -98,71 +96,67 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 		a.included = true
 	}
 	for id, t := range a.tasks {
-		if _, ok := want[id]; !ok {
-			a.dropLocked(t)
+		d, ok := want[id]
+		t.mu.Lock()
+		switch {
+		case t.unrecorded(d, ok):
+			// Taken over directly at an epoch this generation does not
+			// know yet: the changelog says it is this member's.
+		case !ok && t.phase != phaseGone:
+			a.apply(t, change{ev: evDrop})
 		}
+		t.mu.Unlock()
 	}
 	for id, d := range want {
-		a.reconcileLocked(id, d)
+		a.reconcileLocked(id, d, g.Generation)
 	}
-	a.keepReleasesLocked(want, g.Generation)
 	a.metrics.generation.Set(float64(g.Generation))
 	a.bumpViewLocked()
 	a.kickHeartbeat() // acknowledge the generation
 	return nil
 }
 
-// keepReleasesLocked keeps the releases the generation gen still waits
-// for: a release is acknowledged until its task leaves this member or is no
-// longer revoked (one made for a lost worker, while its task stays here). A release still in force (the worker has not served the
-// task since) answers gen's revoke too, even one issued again after a
-// cancel this member never saw, so it is stamped with gen. Callers hold
-// a.mu.
-func (a *Agent) keepReleasesLocked(want map[string]desired, gen uint64) {
-	for id, r := range a.releases {
-		d, ok := want[id]
-		if !a.keepWorkerReleaseLocked(id, d, ok) && (!ok || d.role != api.RoleActive || !d.revoking) {
-			delete(a.releases, id)
-			continue
-		}
-		if t := a.tasks[id]; t != nil && t.isReleased(r.Epoch) {
-			r.Generation = gen
-			a.releases[id] = r
-		}
+// unrecorded reports whether t was taken over directly at an epoch that a
+// generation wanting d of it (ok false: nothing) has not recorded: it still
+// shows the hand-off's start, and must not undo it. A generation that shows
+// the task here at the takeover's epoch records it; one that shows it at a
+// later epoch, or elsewhere once recorded, is the group's word again.
+// Callers hold t.mu.
+func (t *task) unrecorded(d desired, ok bool) bool {
+	if t.takeover == nil || t.phase != phaseActive {
+		return false
 	}
+	if ok && d.role == api.RoleActive && d.epoch >= t.takeover.Epoch {
+		return false
+	}
+	return true
 }
 
-// reconcileLocked moves one task's runtime to what the generation wants.
-// Callers hold a.mu.
-func (a *Agent) reconcileLocked(id string, d desired) {
-	t, ok := a.tasks[id]
-	if !ok {
-		stateful, _ := a.taskKind(id)
-		t = &task{id: id, stateful: stateful}
-		if p, ok := a.positions[id]; ok {
-			t.applied.Store(p)
-		}
-		a.tasks[id] = t
-	}
+// reconcileLocked moves one task's runtime to what generation gen wants of
+// it, and keeps its release while gen still waits for it. Callers hold
+// a.mu.
+func (a *Agent) reconcileLocked(id string, d desired, gen uint64) {
+	t := a.taskLocked(id)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.unrecorded(d, true) {
+		return
+	}
 	switch d.role {
 	case api.RoleActive:
 		if t.phase.owned() && t.phase != phaseLost && t.epoch == d.epoch {
-			if t.revoking && !d.revoking && t.phase == phaseReleased {
-				// The move was called off after the worker released:
-				// it serves the task again.
-				t.move(evCancelRevoke)
+			t.takeover = nil // recorded
+			if t.revoke != nil && d.revoke == nil && t.phase == phaseReleased && t.release != nil && t.release.To == "" && !t.forWorker {
+				// The move was called off after a release through the
+				// leader: the worker serves the task again. A direct
+				// release is final.
+				a.apply(t, change{ev: evCancelRevoke})
 			}
-			t.revoking = d.revoking
+			t.revoke = d.revoke
+			a.keepReleaseLocked(t, d, gen)
 			return
 		}
-		fromTail := t.phase.tailing()
-		t.move(evActivate)
-		t.epoch, t.revoking = d.epoch, d.revoking
-		a.startJobLocked(t, fromTail, func(ctx context.Context, prev *job) {
-			a.activate(ctx, t, prev, d.epoch, d.handoffSeq, d.handoffAt)
-		})
+		a.apply(t, change{ev: evActivate, epoch: d.epoch, revoke: d.revoke, handoffSeq: d.handoffSeq, handoffAt: d.handoffAt})
 	default: // learner or standby
 		if !t.stateful {
 			return
@@ -171,32 +165,54 @@ func (a *Agent) reconcileLocked(id string, d desired) {
 		if d.role == api.RoleStandby {
 			ev = evStandBy
 		}
-		if t.phase.tailing() && t.job != nil {
-			t.move(ev)
-			return
-		}
-		t.move(ev)
-		t.revoking = false
-		a.startJobLocked(t, false, func(ctx context.Context, prev *job) { a.tail(ctx, t, prev) })
+		a.apply(t, change{ev: ev})
 	}
 }
 
-// dropLocked stops a task that left this member. Its local copy stays (it
-// is reported in the member's positions). Callers hold a.mu.
-func (a *Agent) dropLocked(t *task) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.phase == phaseGone {
+// keepReleaseLocked keeps t's release while a generation gen that wants d of
+// it still waits for it. A direct release (its release entry named the
+// successor), or one made for a lost worker, stands while the task is still
+// this member's at the release's epoch; one through the leader while the
+// task is still revoked. A release through the leader still in force (the
+// worker has not served the task since) answers gen's revoke too, even one
+// issued again after a cancel this member never saw, so it is stamped with
+// gen. Callers hold a.mu and t.mu.
+func (a *Agent) keepReleaseLocked(t *task, d desired, gen uint64) {
+	r := t.release
+	switch {
+	case r == nil:
+		return
+	case r.To != "":
+		if d.epoch != r.Epoch {
+			t.release = nil
+		}
+		return
+	case t.forWorker:
+		if d.epoch != r.Epoch {
+			t.release, t.forWorker = nil, false
+			return
+		}
+	case d.revoke == nil:
+		t.release = nil
 		return
 	}
-	t.move(evDrop)
-	t.revoking = false
-	t.job.stop()
-	if p := t.applied.Load(); p > 0 {
-		a.positions[t.id] = p
+	if t.phase == phaseReleased && t.epoch == r.Epoch {
+		rr := *r
+		rr.Generation = gen
+		t.release = &rr
 	}
-	a.metrics.learnerLag.DeleteLabelValues(t.id)
-	a.metrics.restoreRate.DeleteLabelValues(t.id)
+}
+
+// taskLocked returns the runtime of task id, made (gone, with the position
+// of its local copy) if this member had none. Callers hold a.mu.
+func (a *Agent) taskLocked(id string) *task {
+	t, ok := a.tasks[id]
+	if !ok {
+		stateful, _ := a.taskKind(id)
+		t = &task{id: id, stateful: stateful}
+		a.tasks[id] = t
+	}
+	return t
 }
 
 // viewChanged bumps the worker's view.

@@ -16,6 +16,8 @@ type metrics struct {
 	commitRecords prometheus.Counter
 	commitSeconds prometheus.Histogram
 	fenced        prometheus.Counter
+	// directTakeovers counts the tasks this member took over directly.
+	directTakeovers prometheus.Counter
 	// activationReplayed counts changelog messages replayed by activations
 	// themselves: what a task waited for before it could serve.
 	activationReplayed prometheus.Counter
@@ -68,6 +70,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "handoff_fenced_total",
 			Help: "Appends refused because another member owns the task (stale owner fenced).",
 		}),
+		directTakeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_direct_takeovers_total",
+			Help: "Tasks this member took over directly from their previous owner's release (a release entry in the changelog naming it, or for a stateless task the owner's message), without waiting for the leader.",
+		}),
 		activationReplayed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "handoff_activation_replayed_messages_total",
 			Help: "Changelog messages replayed while a task was becoming active here (it could not serve meanwhile); planned moves replay none.",
@@ -109,7 +115,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
-			m.commitSeconds, m.fenced, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay,
+			m.commitSeconds, m.fenced, m.directTakeovers, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay,
 			m.storeRebuilds, m.restoreRefused, m.workerState, m.workerLostTasks)
 	}
 	return m

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
@@ -14,25 +15,37 @@ import (
 	"github.com/handoffhq/handoff/statestore"
 )
 
-// task is one task's runtime on this member. The member loop moves it
-// through its lifecycle (lifecycle.go); the commit path and the release path read and change its state
-// under mu; at most one background job (a tailing restore or an
-// activation) runs for it at a time, each waiting for the one before.
+// task is one task's whole runtime on this member: its place in the
+// lifecycle and everything that goes with it. Every change of phase goes
+// through Agent.apply (lifecycle.go), which owns its side effects; the
+// commit path and the release path read the state under mu. At most one
+// background job (a tailing restore or an activation) runs for it at a
+// time, each waiting for the one before. A task this member holds a local
+// copy of but no role for stays in the agent's tasks, gone, so that its
+// position is reported.
 type task struct {
 	id       string
 	stateful bool
 
 	// commitMu serializes the worker's commits and release, and guards
-	// lastSeq; it is taken before mu, and never while a.mu is held.
+	// lastSeq; it is taken before a.mu and mu.
 	commitMu sync.Mutex
 	lastSeq  uint64 // changelog sequence of this owner's last append or applied entry
 
 	// mu guards the state below; it is held only briefly, never across
 	// I/O. Lock order (docs/ARCHITECTURE.md): commitMu, a.mu, then mu.
-	mu       sync.Mutex
-	phase    taskPhase // see lifecycle.go
-	epoch    uint64
-	revoking bool // the current generation revokes the task from this member
+	mu     sync.Mutex
+	phase  taskPhase // see lifecycle.go
+	epoch  uint64
+	revoke *revokeOrder // the current generation revokes the task from this member
+	// release is this member's release of the task, in its record while
+	// the group needs to see it; forWorker says the agent made it for its
+	// lost worker.
+	release   *assign.Release
+	forWorker bool
+	// takeover is a direct takeover of the task, in the member record
+	// until a generation records it.
+	takeover *assign.Takeover
 	job      *job
 
 	applied  atomic.Uint64 // how far the local copy reaches
@@ -100,7 +113,9 @@ func (a *Agent) startJobLocked(t *task, handoff bool, fn func(ctx context.Contex
 // connection whose pending data passes 64 MiB.
 const replayPullBytes = 4 << 20
 
-// tail keeps a learner's or standby's copy current until ctx ends.
+// tail keeps a learner's or standby's copy current until ctx ends, or
+// until it takes the task over from a release entry that names this member
+// (takeOver).
 func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 	for ctx.Err() == nil {
 		r := a.newReplayer(t, true, restore.History{})
@@ -112,7 +127,7 @@ func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 			continue // afresh, from what the store has applied
 		}
 		if err == nil {
-			return
+			return // taken over
 		}
 		if !errors.Is(err, statestore.ErrFull) { // the store logs its full disk
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("tailing restore failed; retrying")
@@ -142,6 +157,9 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		prev.stop()
 		prev.wait()
 		took.waitTailer, took.stopTailer = t1.Sub(t0), time.Since(t1)
+	}
+	if a.takenOver(t, epoch) {
+		return // the tailer took the task over from the previous owner's release entry
 	}
 	if !t.stateful {
 		a.markReady(ctx, t, epoch, 0, 0, handoffAt, took)
@@ -223,6 +241,13 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 	}
 }
 
+// takenOver reports whether t is active at epoch already: its tailer took
+// it over from a release entry while this activation waited for it.
+func (a *Agent) takenOver(t *task, epoch uint64) bool {
+	st := t.state()
+	return st.phase == phaseActive && st.epoch == epoch
+}
+
 // catchUp replays the task's changelog to its end.
 func (a *Agent) catchUp(ctx context.Context, t *task) error {
 	_, err := a.catchUpCount(ctx, t, restore.History{})
@@ -281,9 +306,11 @@ func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer) (reconnecte
 
 // newReplayer returns a replay of t's changelog on the replay connection,
 // tailing or to the end, that reports its progress, and makes it t's
-// current one. hist is what the group's records say of the task's past.
+// current one. A tailing one takes the task over from a release entry that
+// names this member. hist is what the group's records say of the task's
+// past.
 func (a *Agent) newReplayer(t *task, tail bool, hist restore.History) *restore.Replayer {
-	r := restore.New(a.replayLog, a.store, restore.Options{
+	o := restore.Options{
 		Task:         t.id,
 		Tail:         tail,
 		PullMaxBytes: replayPullBytes,
@@ -291,7 +318,11 @@ func (a *Agent) newReplayer(t *task, tail bool, hist restore.History) *restore.R
 		Logger:       a.log,
 		Snapshots:    a.replaySnaps,
 		History:      hist,
-	})
+	}
+	if tail {
+		o.OnRelease = func(rel restore.Release) bool { return a.takeOver(t, rel) }
+	}
+	r := restore.New(a.replayLog, a.store, o)
 	t.replayer.Store(r)
 	return r
 }
@@ -304,26 +335,20 @@ func (a *Agent) newReplayer(t *task, tail bool, hist restore.History) *restore.R
 func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uint64, handoffAt time.Time, took activationTimes) {
 	fenced := time.Now()
 	t.commitMu.Lock()
+	a.mu.Lock()
 	t.mu.Lock()
-	if ctx.Err() != nil || !t.phase.owned() || t.epoch != epoch || !t.move(evReady) {
-		t.mu.Unlock()
-		t.commitMu.Unlock()
+	ok := ctx.Err() == nil && t.phase.owned() && t.epoch == epoch && a.apply(t, change{ev: evReady, seq: seq})
+	t.mu.Unlock()
+	a.mu.Unlock() // the worker's view is bumped: its long-poll should not wait for the log
+	t.commitMu.Unlock()
+	if !ok {
 		return
 	}
-	t.lastSeq = seq
-	if seq > 0 {
-		t.applied.Store(seq)
-	}
-	t.lag.Store(0)
-	t.mu.Unlock()
-	t.commitMu.Unlock()
 	planned := !handoffAt.IsZero()
 	if planned {
 		a.metrics.handoffPause.Observe(time.Since(handoffAt).Seconds())
 	}
 	a.metrics.activationReplayed.Add(float64(replayed))
-	// The worker's view first: its long-poll should not wait for the log.
-	a.viewChanged()
 	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64(fSeq, seq).
 		Uint64("replayed", replayed).Bool("planned", planned).Str(fFenced, stamp(fenced)).
 		Dur("waitTailer", took.waitTailer).Dur("stopTailer", took.stopTailer).Dur("catchUp", took.catchUp).
@@ -341,21 +366,30 @@ type activationTimes struct {
 // markLost records that the task's changelog has moved past this member's
 // ownership.
 func (a *Agent) markLost(t *task, epoch, logEpoch uint64) {
-	t.setLost(epoch)
-	a.metrics.fenced.Inc()
+	a.lose(t, epoch)
 	a.log.Warn().Str(fTask, t.id).Uint64(fEpoch, epoch).Uint64("logEpoch", logEpoch).
 		Msg("task is owned at a newer epoch; not activating")
-	a.viewChanged()
+}
+
+// lose marks the task as no longer this member's to write at epoch.
+func (a *Agent) lose(t *task, epoch uint64) {
+	a.mu.Lock()
+	t.mu.Lock()
+	if t.epoch == epoch {
+		a.apply(t, change{ev: evLose})
+	}
+	t.mu.Unlock()
+	a.mu.Unlock()
 }
 
 // onProgress records a restore's progress and publishes it for the leader.
 // A task that has left this member reports nothing more.
 func (a *Agent) onProgress(t *task, p restore.Progress) {
-	t.applied.Store(p.Applied)
-	t.lag.Store(p.LagMsgs)
 	t.mu.Lock()
 	role := t.phase.role()
 	t.mu.Unlock()
+	t.applied.Store(p.Applied)
+	t.lag.Store(p.LagMsgs)
 	if role == "" {
 		return
 	}

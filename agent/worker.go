@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/api"
 )
 
 // DefaultWorkerTimeout is how long a worker may stay detached before its
@@ -22,16 +21,13 @@ type workerWatch struct {
 	// since is, for a detached or lost worker, when its last poll ended
 	// (or when the agent started, if no worker has attached yet).
 	since time.Time
-	// released holds the epoch of each task the agent released on behalf
-	// of its lost worker, while the task is still here at that epoch.
-	released map[string]uint64
-	kick     chan struct{} // wakes runWorkerWatch when the state changes
+	kick  chan struct{} // wakes runWorkerWatch when the state changes
 }
 
 // newWorkerWatch returns the watch of an agent started at start: detached
 // since then if it requires a worker, untracked if not.
 func newWorkerWatch(required bool, start time.Time) workerWatch {
-	w := workerWatch{released: map[string]uint64{}, kick: make(chan struct{}, 1)}
+	w := workerWatch{kick: make(chan struct{}, 1)}
 	if required {
 		w.state, w.since = assign.WorkerDetached, start
 	}
@@ -53,22 +49,14 @@ func (a *Agent) WorkerAttached(time.Time) {
 	prev := a.worker.state
 	a.worker.state, a.worker.since = assign.WorkerAttached, time.Time{}
 	var resumed []string
-	for _, id := range slices.Sorted(maps.Keys(a.worker.released)) {
-		epoch := a.worker.released[id]
-		delete(a.worker.released, id)
+	for _, id := range slices.Sorted(maps.Keys(a.tasks)) {
 		t := a.tasks[id]
-		if t == nil {
-			continue
-		}
 		t.mu.Lock()
-		if t.phase == phaseReleased && t.epoch == epoch && !t.revoking && t.move(evResume) {
-			delete(a.releases, id)
+		if t.forWorker && t.revoke == nil && a.apply(t, change{ev: evResume}) {
 			resumed = append(resumed, id)
 		}
+		t.forWorker = false
 		t.mu.Unlock()
-	}
-	if len(resumed) > 0 {
-		a.bumpViewLocked()
 	}
 	a.metrics.setWorkerState(assign.WorkerAttached)
 	a.mu.Unlock()
@@ -179,9 +167,8 @@ func (a *Agent) CheckWorker(now time.Time) bool {
 	var released []string
 	for _, t := range actives {
 		t.mu.Lock()
-		if a.tasks[t.id] == t && t.move(evRelease) {
-			a.releases[t.id] = assign.Release{Epoch: t.epoch, Seq: t.lastSeq, At: now, Generation: a.generation}
-			a.worker.released[t.id] = t.epoch
+		r := &assign.Release{Epoch: t.epoch, Seq: t.lastSeq, At: now, Generation: a.generation}
+		if a.tasks[t.id] == t && t.phase == phaseActive && a.apply(t, change{ev: evRelease, release: r, forWorker: true}) {
 			released = append(released, t.id)
 		}
 		t.mu.Unlock()
@@ -195,21 +182,5 @@ func (a *Agent) CheckWorker(now time.Time) bool {
 	a.kickHeartbeat()
 	a.log.Warn().Str("since", stamp(since)).Strs("released", released).
 		Msg("worker lost: released its active tasks on its behalf; the group moves them")
-	return true
-}
-
-// keepWorkerReleaseLocked reports whether the release of task id made for
-// the lost worker still holds in a generation that wants d of the task (ok
-// false: it wants nothing): while the task is still active here at the
-// release's epoch. Callers hold a.mu.
-func (a *Agent) keepWorkerReleaseLocked(id string, d desired, ok bool) bool {
-	epoch, mine := a.worker.released[id]
-	if !mine {
-		return false
-	}
-	if !ok || d.role != api.RoleActive || d.epoch != epoch {
-		delete(a.worker.released, id)
-		return false
-	}
 	return true
 }

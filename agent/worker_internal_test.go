@@ -57,11 +57,11 @@ func TestWorkerLost(t *testing.T) {
 		"t1": {Epoch: 3, Seq: 41, At: gone.Add(10 * time.Second), Generation: 4},
 		"t2": {Epoch: 5, Seq: 97, At: gone.Add(10 * time.Second), Generation: 4},
 	}
-	if len(a.releases) != len(want) {
-		t.Errorf("releases %+v, want %+v", a.releases, want)
+	if len(a.releases()) != len(want) {
+		t.Errorf("releases %+v, want %+v", a.releases(), want)
 	}
 	for id, w := range want {
-		if r := a.releases[id]; r != w {
+		if r := a.releases()[id]; r != w {
 			t.Errorf("release of %s = %+v, want %+v", id, r, w)
 		}
 	}
@@ -87,8 +87,8 @@ func TestWorkerBackWithinTimeout(t *testing.T) {
 	a.WorkerAttached(start)
 	a.WorkerDetached(start.Add(time.Second))
 	a.WorkerAttached(start.Add(5 * time.Second))
-	if a.CheckWorker(start.Add(time.Hour)) || len(a.releases) > 0 {
-		t.Errorf("an attached worker was declared lost: releases %+v", a.releases)
+	if a.CheckWorker(start.Add(time.Hour)) || len(a.releases()) > 0 {
+		t.Errorf("an attached worker was declared lost: releases %+v", a.releases())
 	}
 	if st := a.worker.state; st != assign.WorkerAttached {
 		t.Errorf("worker state %s, want attached", st)
@@ -103,7 +103,7 @@ func TestWorkerNeverAttached(t *testing.T) {
 	if !a.CheckWorker(start.Add(10 * time.Second)) {
 		t.Fatal("a worker that never attached was not declared lost after the timeout from the start")
 	}
-	if _, ok := a.releases["t1"]; !ok {
+	if _, ok := a.releases()["t1"]; !ok {
 		t.Error("t1 was not released")
 	}
 }
@@ -117,7 +117,7 @@ func TestWorkerBackAfterLoss(t *testing.T) {
 	kept, revoked := servedTask("t1", 3, 41), servedTask("t2", 5, 97)
 	a := workerAgent(start, kept, revoked)
 	a.CheckWorker(start.Add(time.Minute))
-	revoked.revoking = true
+	revoked.revoke = toNobody
 	a.WorkerAttached(start.Add(2 * time.Minute))
 	if st := a.worker.state; st != assign.WorkerAttached {
 		t.Errorf("worker state %s, want attached", st)
@@ -125,11 +125,11 @@ func TestWorkerBackAfterLoss(t *testing.T) {
 	if st := kept.state(); st.phase != phaseActive {
 		t.Errorf("t1, still active here, is %v after the worker came back, want active", st.phase)
 	}
-	if _, ok := a.releases["t1"]; ok {
+	if _, ok := a.releases()["t1"]; ok {
 		t.Error("the release of t1 was not withdrawn")
 	}
-	if st := revoked.state(); st.phase != phaseReleased || a.releases["t2"].Epoch != 5 {
-		t.Errorf("t2, being revoked: %v, release %+v; want it kept released", st.phase, a.releases["t2"])
+	if st := revoked.state(); st.phase != phaseReleased || a.releases()["t2"].Epoch != 5 {
+		t.Errorf("t2, being revoked: %v, release %+v; want it kept released", st.phase, a.releases()["t2"])
 	}
 }
 
@@ -141,11 +141,16 @@ func TestKeepWorkerReleases(t *testing.T) {
 	stays, leaves := servedTask("a", 3, 10), servedTask("b", 4, 20)
 	a := workerAgent(start, stays, leaves)
 	a.CheckWorker(start.Add(time.Minute))
-	a.keepReleasesLocked(map[string]desired{"a": {role: api.RoleActive, epoch: 3}}, 5)
-	if r, ok := a.releases["a"]; !ok || r.Generation != 5 {
+	a.mu.Lock()
+	a.reconcileLocked("a", desired{role: api.RoleActive, epoch: 3}, 5)
+	leaves.mu.Lock()
+	a.apply(leaves, change{ev: evDrop})
+	leaves.mu.Unlock()
+	a.mu.Unlock()
+	if r, ok := a.releases()["a"]; !ok || r.Generation != 5 {
 		t.Errorf("release of a = %+v, %v; want kept at generation 5", r, ok)
 	}
-	if r, ok := a.releases["b"]; ok {
+	if r, ok := a.releases()["b"]; ok {
 		t.Errorf("release of b = %+v kept after b left, want it dropped", r)
 	}
 }
@@ -159,8 +164,8 @@ func TestWorkerNotRequired(t *testing.T) {
 	a.worker = newWorkerWatch(false, start)
 	a.WorkerAttached(start)
 	a.WorkerDetached(start)
-	if a.CheckWorker(start.Add(time.Hour)) || len(a.releases) > 0 {
-		t.Errorf("an agent that requires no worker released %+v", a.releases)
+	if a.CheckWorker(start.Add(time.Hour)) || len(a.releases()) > 0 {
+		t.Errorf("an agent that requires no worker released %+v", a.releases())
 	}
 	if st := a.worker.state; st != "" {
 		t.Errorf("worker state %q, want none", st)

@@ -254,3 +254,22 @@ func (l *Log) Last(ctx context.Context, task string) (uint64, error) {
 	}
 	return msg.Sequence, nil
 }
+
+// After returns the first message on task's subject after sequence seq,
+// decoded; ok is false when there is none. An owner whose append's
+// acknowledgement was lost reads what follows its last sequence to learn
+// whether the append landed.
+func (l *Log) After(ctx context.Context, task string, seq uint64) (rec Record, ok bool, err error) {
+	msg, err := l.stream.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(l.Subject(task)))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, fmt.Errorf("message of task %q after seq %d: %w", task, seq, err)
+	}
+	e, err := Decode(msg.Data)
+	if err != nil {
+		return Record{}, false, fmt.Errorf("message of task %q at seq %d: %w", task, msg.Sequence, err)
+	}
+	return Record{Seq: msg.Sequence, Entry: e}, true, nil
+}

@@ -38,11 +38,15 @@ func Acks(events []Event) []Acked {
 }
 
 // Pause is one hand-off as the workers saw it: the previous owner's
-// release of a task and the next owner's start of it.
+// worker stopping a task to release it, and the next owner's start of it.
 type Pause struct {
 	Task     string
 	From, To string
 	Epoch    uint64 // the next owner's
+	// Released is when the previous owner's worker stopped the task, its
+	// last commit made, to release it (the release event's time where no
+	// stop precedes it): the next owner may start it before the release
+	// call returns.
 	Released time.Time
 	Started  time.Time
 }
@@ -79,9 +83,23 @@ func Pauses(events []Event) (pauses []Pause, unpaired []Event) {
 			unpaired = append(unpaired, r)
 			continue
 		}
-		pauses = append(pauses, Pause{Task: r.Task, From: r.Member, To: next.Member, Epoch: next.Epoch, Released: r.Time, Started: next.Time})
+		pauses = append(pauses, Pause{Task: r.Task, From: r.Member, To: next.Member, Epoch: next.Epoch, Released: StoppedAt(events, r), Started: next.Time})
 	}
 	return pauses, unpaired
+}
+
+// StoppedAt returns when the worker that made release r stopped its task:
+// the time of the last stop of the same task, member and epoch at or before
+// the release, or the release's own time when there is none (a revoked task
+// that never ran there).
+func StoppedAt(events []Event, r Event) time.Time {
+	at := r.Time
+	for _, e := range events {
+		if e.Type == client.EventStop && e.Member == r.Member && e.Task == r.Task && e.Epoch == r.Epoch && !e.Time.After(r.Time) {
+			at = e.Time
+		}
+	}
+	return at
 }
 
 // Overlaps reports every time two members ran the same task at once: a

@@ -25,11 +25,16 @@ func TestPauses(t *testing.T) {
 		ev(405, "b", client.EventRelease, "t", 2),
 		ev(450, "c", client.EventStart, "t", 4), // epoch 3 was never started: 4 is next
 		ev(500, "c", client.EventRelease, "u", 1),
+		// A direct hand-off: the next owner starts before the release
+		// call returns; the pause runs from the stop.
+		ev(600, "c", client.EventStop, "t", 4),
+		ev(601, "a", client.EventStart, "t", 5),
+		ev(603, "c", client.EventRelease, "t", 4),
 	}
 	pauses, unpaired := Pauses(events)
-	if len(pauses) != 2 || pauses[0].Duration() != 9*time.Millisecond || pauses[0].From != "a" || pauses[0].To != "b" ||
-		pauses[1].Duration() != 45*time.Millisecond || pauses[1].To != "c" {
-		t.Errorf("Pauses = %+v, want a→b 9ms and b→c 45ms", pauses)
+	if len(pauses) != 3 || pauses[0].Duration() != 10*time.Millisecond || pauses[0].From != "a" || pauses[0].To != "b" ||
+		pauses[1].Duration() != 50*time.Millisecond || pauses[1].To != "c" || pauses[2].Duration() != time.Millisecond || pauses[2].To != "a" {
+		t.Errorf("Pauses = %+v, want a→b 10ms, b→c 50ms and c→a 1ms, each from the old owner's stop", pauses)
 	}
 	if len(unpaired) != 1 || unpaired[0].Task != "u" {
 		t.Errorf("Pauses unpaired = %+v, want the release of u", unpaired)

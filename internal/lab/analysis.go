@@ -19,12 +19,17 @@ const (
 // from the previous owner's release (or crash) to the next owner's worker
 // starting it.
 type Pause struct {
-	Task     string        `json:"task"`
-	Stateful bool          `json:"stateful"`
-	Kind     string        `json:"kind"`
-	From     string        `json:"from"`
-	To       string        `json:"to,omitempty"`
+	Task     string `json:"task"`
+	Stateful bool   `json:"stateful"`
+	Kind     string `json:"kind"`
+	From     string `json:"from"`
+	To       string `json:"to,omitempty"`
+	// Start is when the pause began: a planned one when the old owner's
+	// worker stopped the task to release it (Released is when its release
+	// call returned, which a direct hand-off's next owner need not wait
+	// for), a failover when its member crashed or stopped.
 	Start    time.Time     `json:"start"`
+	Released time.Time     `json:"released,omitzero"`
 	End      time.Time     `json:"end,omitzero"`
 	Duration time.Duration `json:"duration"`
 	// Unfinished pauses had not ended when the recording was read; their
@@ -74,7 +79,7 @@ func (r *Recorder) Pauses(since time.Time) []Pause {
 		if e.Kind != client.EventRelease || e.Time.Before(since) {
 			continue
 		}
-		p := Pause{Task: e.Task, Stateful: r.stateful[e.Task], Kind: PausePlanned, From: e.Member, Start: e.Time}
+		p := Pause{Task: e.Task, Stateful: r.stateful[e.Task], Kind: PausePlanned, From: e.Member, Start: stoppedAt(events, e), Released: e.Time}
 		out = append(out, next(p, e.Epoch, true))
 	}
 	for _, m := range marks {
@@ -88,6 +93,18 @@ func (r *Recorder) Pauses(since time.Time) []Pause {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
 	return out
+}
+
+// stoppedAt returns when the worker that made release r stopped its task
+// (see invariants.StoppedAt).
+func stoppedAt(events []WorkerEvent, r WorkerEvent) time.Time {
+	at := r.Time
+	for _, e := range events {
+		if e.Kind == client.EventStop && e.Member == r.Member && e.Task == r.Task && e.Epoch == r.Epoch && !e.Time.After(r.Time) {
+			at = e.Time
+		}
+	}
+	return at
 }
 
 // runningAt returns the tasks member's worker ran at time at, with their

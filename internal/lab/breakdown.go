@@ -11,7 +11,8 @@ import (
 // step's work is done; docs/bench.md lists them with the process that logs
 // each, and the field (AgentEvent.Stamp) that dates the step.
 const (
-	LogTaskReleased      = "task released"      // the old owner; received: the release request arrived
+	LogTaskReleased      = "task released"      // the old owner; received: the release request arrived; appended: its release entry was appended (a direct hand-off)
+	LogTaskTakenOver     = "task taken over"    // the new owner of a direct hand-off; seen: its tailer received the release entry; the line: the worker's view is bumped
 	LogReleaseSeen       = "release seen"       // the leader; seen: the member record brought the release
 	LogPlan              = "plan"               // the leader: a move of the generation it has published
 	LogGenerationApplied = "generation applied" // a member; seen: the generation record arrived; read: how long reading its assignment took
@@ -22,17 +23,36 @@ const (
 // stepMatchWindow is how far from its pause a step's line may be.
 const stepMatchWindow = 30 * time.Second
 
-// HandoffSteps are the steps of a planned hand-off, in order.
+// HandoffSteps are the steps of a planned hand-off, in order. A direct
+// hand-off goes through the release entry's steps, one through the leader
+// through the leader's; both end with the view bumped, the worker starting
+// the task and its first commit.
 var HandoffSteps = []string{
-	"release received",
-	"leader sees the release",
-	"generation published",
-	"new owner sees it",
-	"activation fenced",
-	"view version bumped",
-	"worker's long-poll answered",
-	"first commit accepted",
+	StepReleaseReceived:  "release received",
+	StepEntryAppended:    "release entry appended",
+	StepEntrySeen:        "successor sees the release entry",
+	StepLeaderSees:       "leader sees the release",
+	StepGeneration:       "generation published",
+	StepNewOwnerSees:     "new owner sees it",
+	StepActivationFenced: "activation fenced",
+	StepViewBumped:       "view version bumped",
+	StepLongPollAnswered: "worker's long-poll answered",
+	StepFirstCommit:      "first commit accepted",
 }
+
+// Indexes of HandoffSteps.
+const (
+	StepReleaseReceived = iota
+	StepEntryAppended
+	StepEntrySeen
+	StepLeaderSees
+	StepGeneration
+	StepNewOwnerSees
+	StepActivationFenced
+	StepViewBumped
+	StepLongPollAnswered
+	StepFirstCommit
+)
 
 // AssignmentReadStep is the new owner's read of its assignment at the
 // revision the generation names, before its activation starts (the
@@ -52,15 +72,18 @@ var ActivationSteps = []string{
 
 // Handoff is one planned move as the processes' logs show it: when each of
 // HandoffSteps happened (zero where no line shows it), next to the old
-// owner's worker's release (the start of the pause).
+// owner's worker's stop of the task (the start of the pause).
 type Handoff struct {
-	Task     string      `json:"task"`
-	Stateful bool        `json:"stateful"`
-	From     string      `json:"from"`
-	To       string      `json:"to"`
-	Epoch    uint64      `json:"epoch"` // the new owner's
-	Release  time.Time   `json:"release"`
-	Steps    []time.Time `json:"steps"`
+	Task     string `json:"task"`
+	Stateful bool   `json:"stateful"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Epoch    uint64 `json:"epoch"` // the new owner's
+	// Direct says the old owner handed the task over directly (its
+	// release line says so): the leader's steps are not on its path.
+	Direct  bool        `json:"direct"`
+	Release time.Time   `json:"release"`
+	Steps   []time.Time `json:"steps"`
 	// Activation is how long each of ActivationSteps took; nil where
 	// the line does not say.
 	Activation []time.Duration `json:"activation,omitempty"`
@@ -99,38 +122,47 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 		var oldEpoch uint64
 		for _, e := range workers {
 			switch {
-			case e.Member == p.From && e.Task == p.Task && e.Kind == client.EventRelease && e.Time.Equal(p.Start):
+			case e.Member == p.From && e.Task == p.Task && e.Kind == client.EventRelease && e.Time.Equal(p.Released):
 				oldEpoch = e.Epoch
 			case e.Member == p.To && e.Task == p.Task && e.Kind == client.EventStart && e.Time.Equal(p.End):
 				h.Epoch = e.Epoch
-				h.Steps[6] = e.Time
-			case h.Epoch > 0 && h.Steps[7].IsZero() && e.Member == p.To && e.Task == p.Task &&
+				h.Steps[StepLongPollAnswered] = e.Time
+			case h.Epoch > 0 && h.Steps[StepFirstCommit].IsZero() && e.Member == p.To && e.Task == p.Task &&
 				e.Kind == client.EventCommit && e.Epoch == h.Epoch:
-				h.Steps[7] = e.Time
+				h.Steps[StepFirstCommit] = e.Time
 			}
 		}
 		from, until := p.Start.Add(-stepMatchWindow), p.End.Add(stepMatchWindow)
 		within := func(e AgentEvent) bool { return !e.At.Before(from) && !e.At.After(until) }
+		for _, e := range agents {
+			if within(e) && e.Message == LogTaskReleased && e.Member == p.From && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.After(p.Released) {
+				// The last one before the worker heard back.
+				h.Steps[StepReleaseReceived], h.Steps[StepEntryAppended], h.Direct = e.Stamp, e.Appended, e.Direct
+			}
+		}
 		var gen uint64
 		for _, e := range agents {
 			if !within(e) {
 				continue
 			}
 			switch {
-			case e.Message == LogTaskReleased && e.Member == p.From && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.After(p.Start):
-				h.Steps[0] = e.Stamp // the last one before the worker heard back
-			case h.Steps[1].IsZero() && e.Message == LogReleaseSeen && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.Before(h.Steps[0]):
-				h.Steps[1] = e.Stamp
-			case h.Steps[2].IsZero() && e.Message == LogPlan && e.Task == p.Task && e.To == p.To &&
+			case h.Direct && h.Steps[StepEntrySeen].IsZero() && e.Message == LogTaskTakenOver && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
+				h.Steps[StepEntrySeen], h.Steps[StepViewBumped] = e.Stamp, e.At
+			case h.Direct:
+				// The leader records a direct hand-off afterwards: its
+				// steps are not on the pause's path.
+			case h.Steps[StepLeaderSees].IsZero() && e.Message == LogReleaseSeen && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.Before(h.Steps[StepReleaseReceived]):
+				h.Steps[StepLeaderSees] = e.Stamp
+			case h.Steps[StepGeneration].IsZero() && e.Message == LogPlan && e.Task == p.Task && e.To == p.To &&
 				(e.Kind == string(assign.MovePromote) || e.Kind == string(assign.MoveAssign)) && !e.At.Before(p.Start.Add(-time.Second)):
-				h.Steps[2], gen = e.At, e.Generation
-			case h.Steps[4].IsZero() && e.Message == LogTaskActive && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
-				h.Steps[4], h.Steps[5], h.Activation = e.Stamp, e.At, e.Activation
+				h.Steps[StepGeneration], gen = e.At, e.Generation
+			case h.Steps[StepActivationFenced].IsZero() && e.Message == LogTaskActive && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
+				h.Steps[StepActivationFenced], h.Steps[StepViewBumped], h.Activation = e.Stamp, e.At, e.Activation
 			}
 		}
 		for _, e := range agents {
-			if h.Steps[3].IsZero() && gen > 0 && within(e) && e.Member == p.To && e.Message == LogGenerationApplied && e.Generation >= gen {
-				h.Steps[3], h.AssignmentRead = e.Stamp, e.Read
+			if h.Steps[StepNewOwnerSees].IsZero() && gen > 0 && within(e) && e.Member == p.To && e.Message == LogGenerationApplied && e.Generation >= gen {
+				h.Steps[StepNewOwnerSees], h.AssignmentRead = e.Stamp, e.Read
 			}
 		}
 		out = append(out, h)

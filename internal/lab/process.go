@@ -66,6 +66,10 @@ type AgentEvent struct {
 	// (received, seen, fenced): the agent logs a step once its work is
 	// done. Else it is At.
 	Stamp time.Time `json:"stamp"`
+	// Appended is when a "task released" line's release entry was
+	// appended, and Direct whether it hands the task over directly.
+	Appended time.Time `json:"appended,omitzero"`
+	Direct   bool      `json:"direct,omitempty"`
 	// Activation splits a "task active" line's activation into its
 	// steps, in the order of ActivationSteps.
 	Activation []time.Duration `json:"activation,omitempty"`
@@ -87,6 +91,8 @@ type agentLine struct {
 	Received   time.Time `json:"received"`
 	Seen       time.Time `json:"seen"`
 	Fenced     time.Time `json:"fenced"`
+	Appended   time.Time `json:"appended"`
+	Direct     bool      `json:"direct"`
 	Replayed   uint64    `json:"replayed"`
 	API        string    `json:"api"`
 	// A "task active" line's activation steps, in ms; nil where an agent
@@ -142,7 +148,7 @@ func (m *Member) procsOf() (*memberProcs, error) {
 			p.replayed += float64(a.Replayed)
 		}
 		ev := AgentEvent{Member: m.ID, At: a.Time, Message: a.Message, Task: a.Task, To: a.To, Kind: a.Kind,
-			Epoch: a.Epoch, Generation: a.Generation, Stamp: a.Time}
+			Epoch: a.Epoch, Generation: a.Generation, Stamp: a.Time, Appended: a.Appended, Direct: a.Direct}
 		if a.Message == LogTaskActive && a.WaitTailer != nil {
 			for _, ms := range []*float64{a.WaitTailer, a.StopTailer, a.CatchUp, a.Append, a.Apply} {
 				var d time.Duration

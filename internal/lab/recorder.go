@@ -35,11 +35,15 @@ type Recorder struct {
 	group    api.GroupView // the latest group view read
 	running  map[string]runningTask
 	released map[string]handoff // the last release of each task, until its next start
-	lost     map[string]handoff // tasks whose owner crashed, until their next start
-	caught   map[pair]bool      // learners already said to have caught up
-	joined   map[string]bool    // members already seen in a generation
-	last     sample             // the latest sample
-	sampled  chan struct{}      // closed and replaced after every sample
+	// stopped is the last stop of each task, until its next start: a
+	// direct hand-off may start the task on its next owner before the
+	// release call that follows the stop has returned.
+	stopped map[string]handoff
+	lost    map[string]handoff // tasks whose owner crashed, until their next start
+	caught  map[pair]bool      // learners already said to have caught up
+	joined  map[string]bool    // members already seen in a generation
+	last    sample             // the latest sample
+	sampled chan struct{}      // closed and replaced after every sample
 
 	committed        map[string]uint64 // checkpoint of each task's last commit
 	committedRecords uint64
@@ -91,7 +95,7 @@ func newRecorder(tasks []assign.Task, onNote func(Note)) *Recorder {
 	r := &Recorder{
 		tasks: tasks, stateful: map[string]bool{}, onNote: onNote,
 		open: map[pair]*Span{}, latest: map[pair]Report{},
-		running: map[string]runningTask{}, released: map[string]handoff{}, lost: map[string]handoff{},
+		running: map[string]runningTask{}, released: map[string]handoff{}, stopped: map[string]handoff{}, lost: map[string]handoff{},
 		caught: map[pair]bool{}, joined: map[string]bool{}, sampled: make(chan struct{}),
 		committed: map[string]uint64{},
 	}
@@ -155,6 +159,12 @@ func (r *Recorder) workerEvent(member string, e countworker.Event) {
 	case client.EventStart:
 		r.running[e.Task] = runningTask{member: member, epoch: e.Epoch, since: e.Time}
 		from, ok := r.released[e.Task]
+		if st, stopped := r.stopped[e.Task]; stopped && (!ok || st.member == from.member && st.epoch == from.epoch) {
+			// The pause starts when the old owner's worker stopped, before
+			// its release (which may come after this start).
+			from, ok = st, true
+		}
+		delete(r.stopped, e.Task)
 		if lost, crashed := r.lost[e.Task]; crashed && (!ok || lost.at.After(from.at)) {
 			from, ok = lost, true
 		}
@@ -176,10 +186,18 @@ func (r *Recorder) workerEvent(member string, e countworker.Event) {
 	case client.EventStop:
 		if rt, ok := r.running[e.Task]; ok && rt.member == member && rt.epoch == e.Epoch {
 			delete(r.running, e.Task)
+			r.stopped[e.Task] = handoff{member: member, epoch: e.Epoch, at: e.Time}
 			r.unsteadyLocked(e.Time)
 		}
 	case client.EventRelease:
-		r.released[e.Task] = handoff{member: member, epoch: e.Epoch, at: e.Time}
+		if rt, ok := r.running[e.Task]; ok && rt.epoch > e.Epoch {
+			break // its next owner started it before this release call returned
+		}
+		at := e.Time
+		if st, ok := r.stopped[e.Task]; ok && st.member == member && st.epoch == e.Epoch {
+			at = st.at
+		}
+		r.released[e.Task] = handoff{member: member, epoch: e.Epoch, at: at}
 		r.unsteadyLocked(e.Time)
 	case client.EventCommit:
 		r.committed[e.Task] = max(r.committed[e.Task], e.Checkpoint)

@@ -12,7 +12,10 @@ import (
 // breakdownJSON is the per-step breakdown of a run's planned stateful
 // moves, from the processes' logs (a bench of processes only).
 type breakdownJSON struct {
-	Moves int        `json:"moves"`
+	Moves int `json:"moves"`
+	// Direct counts the moves handed over directly (release entry or
+	// message), the others went through the leader.
+	Direct int        `json:"direct"`
 	Steps []stepJSON `json:"steps"`
 	// Activation splits the activation into its steps (lab.ActivationSteps),
 	// each one's duration.
@@ -22,7 +25,7 @@ type breakdownJSON struct {
 	// agent logged it.
 	AssignmentRead *stepJSON `json:"assignmentRead,omitempty"`
 	// Handoffs are the moves one by one: each step in ms after the old
-	// owner's worker heard its release acknowledged (null: not logged).
+	// owner's worker stopped the task to release it (null: not logged).
 	Handoffs []handoffJSON `json:"handoffs"`
 }
 
@@ -40,6 +43,7 @@ type handoffJSON struct {
 	From    string     `json:"from"`
 	To      string     `json:"to"`
 	Epoch   uint64     `json:"epoch"`
+	Direct  bool       `json:"direct"`
 	StepsMS []*float64 `json:"stepsMs"`
 }
 
@@ -55,6 +59,9 @@ func breakdown(hs []lab.Handoff) *breakdownJSON {
 			continue
 		}
 		b.Moves++
+		if h.Direct {
+			b.Direct++
+		}
 		if h.AssignmentRead != nil {
 			reads = append(reads, *h.AssignmentRead)
 		}
@@ -63,7 +70,7 @@ func breakdown(hs []lab.Handoff) *breakdownJSON {
 				act[i] = append(act[i], d)
 			}
 		}
-		hj := handoffJSON{Task: h.Task, From: h.From, To: h.To, Epoch: h.Epoch, StepsMS: make([]*float64, len(h.Steps))}
+		hj := handoffJSON{Task: h.Task, From: h.From, To: h.To, Epoch: h.Epoch, Direct: h.Direct, StepsMS: make([]*float64, len(h.Steps))}
 		prev := time.Time{}
 		for i := range h.Steps {
 			d, ok := h.Since(i)
@@ -104,8 +111,9 @@ func writeBreakdowns(w io.Writer, r Results) error {
 		if b == nil {
 			continue
 		}
-		fmt.Fprintf(w, "\nHand-off breakdown, %s: %d planned stateful moves, from the agents' logs and the workers' events\n", run.Mode, b.Moves)
-		fmt.Fprintln(w, "(ms after the old owner's worker heard its release acknowledged, which starts the pause; nearest-rank percentiles)")
+		fmt.Fprintf(w, "\nHand-off breakdown, %s: %d planned stateful moves (%d handed over directly, %d through the leader), from the agents' logs and the workers' events\n",
+			run.Mode, b.Moves, b.Direct, b.Moves-b.Direct)
+		fmt.Fprintln(w, "(ms after the old owner's worker stopped the task to release it, which starts the pause; a direct hand-off skips the leader's steps; nearest-rank percentiles)")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "step\tsince release p50 / p99\tstep p50 / p99\tmoves\t")
 		for _, st := range b.Steps {
@@ -118,7 +126,7 @@ func writeBreakdowns(w io.Writer, r Results) error {
 				took = fmt.Sprintf("%.2f / %.2f", st.Took.P50, st.Took.P99)
 			}
 			fmt.Fprintf(tw, "%s\t%.2f / %.2f\t%s\t%d\t\n", st.Step, st.SinceRelease.P50, st.SinceRelease.P99, took, st.SinceRelease.Count)
-			if st.Step == lab.HandoffSteps[4] {
+			if st.Step == lab.HandoffSteps[lab.StepActivationFenced] {
 				parts := b.Activation
 				if b.AssignmentRead != nil {
 					parts = append([]stepJSON{*b.AssignmentRead}, parts...)

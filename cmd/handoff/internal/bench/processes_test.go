@@ -44,7 +44,8 @@ func TestBenchProcesses(t *testing.T) {
 }
 
 // checkBreakdown checks that a run is exact and balanced and that its
-// breakdown found every planned stateful move's steps, in causal order.
+// breakdown found every planned stateful move handed over directly, with
+// each of its steps, in causal order.
 func checkBreakdown(t *testing.T, r modeRun) {
 	t.Helper()
 	if r.Error != "" || !r.Exact || !r.Balanced {
@@ -54,19 +55,21 @@ func checkBreakdown(t *testing.T, r modeRun) {
 	if b == nil || b.Moves == 0 || b.Moves != r.Pauses.PlannedStateful.Count {
 		t.Fatalf("breakdown %+v for %d planned stateful moves; want one entry per move", b, r.Pauses.PlannedStateful.Count)
 	}
-	for step := range lab.HandoffSteps {
+	if b.Direct != b.Moves {
+		t.Errorf("%d of %d planned stateful moves handed over directly, want all", b.Direct, b.Moves)
+	}
+	direct := []int{lab.StepReleaseReceived, lab.StepEntryAppended, lab.StepEntrySeen, lab.StepViewBumped, lab.StepLongPollAnswered, lab.StepFirstCommit}
+	for _, step := range direct {
 		if got := b.Steps[step].SinceRelease.Count; got != b.Moves {
 			t.Errorf("step %q found in %d of %d moves", lab.HandoffSteps[step], got, b.Moves)
 		}
 	}
-	if b.AssignmentRead == nil || b.AssignmentRead.Took.Count != b.Moves {
-		t.Errorf("assignment read %+v for %d moves; want one per move", b.AssignmentRead, b.Moves)
-	}
-	// Causal order: the agent hears the release before the worker hears
-	// back and before the leader sees it; the activation is fenced after
-	// the new owner saw the generation, and before the view is bumped,
-	// which the worker hears before it starts the task, which it does
-	// before its first commit there.
+	// Causal order: the worker stops the task before its agent hears the
+	// release, which appends the release entry before the successor sees
+	// it (the successor may see it before the old owner hears the
+	// append acknowledged); the successor bumps its worker's view, which
+	// the worker hears before it starts the task, before its first commit
+	// there.
 	for _, h := range b.Handoffs {
 		at := func(i int) float64 {
 			if h.StepsMS[i] == nil {
@@ -74,7 +77,9 @@ func checkBreakdown(t *testing.T, r modeRun) {
 			}
 			return *h.StepsMS[i]
 		}
-		if at(0) > 0 || at(0) > at(1) || at(3) > at(4) || at(4) > at(5) || at(5) > at(6) || at(6) > at(7) {
+		if at(lab.StepReleaseReceived) < 0 || at(lab.StepReleaseReceived) > at(lab.StepEntryAppended) ||
+			at(lab.StepReleaseReceived) > at(lab.StepEntrySeen) || at(lab.StepEntrySeen) > at(lab.StepViewBumped) ||
+			at(lab.StepViewBumped) > at(lab.StepLongPollAnswered) || at(lab.StepLongPollAnswered) > at(lab.StepFirstCommit) {
 			t.Errorf("%s → %s: steps out of causal order: %v", h.Task, h.To, h.StepsMS)
 		}
 	}
