@@ -156,6 +156,10 @@ type Agent struct {
 	// worker is what the agent knows of its worker (guarded by mu).
 	worker workerWatch
 
+	// afterReleaseAppend, if set (by tests only, export_test.go), runs
+	// between a release entry's append and the release's record.
+	afterReleaseAppend func()
+
 	// bg owns the per-task goroutines (restores, activations).
 	bg     sync.WaitGroup
 	bgCtx  context.Context

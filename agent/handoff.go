@@ -93,6 +93,9 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.Relea
 		return api.ReleaseResult{}, err
 	}
 	appended := time.Now()
+	if a.afterReleaseAppend != nil {
+		a.afterReleaseAppend()
+	}
 	// The entry is not applied to this member's store: it holds no data,
 	// and the store takes it like any other entry if this member tails or
 	// owns the task again.

@@ -82,5 +82,12 @@ func (s *Server) Restart(t testing.TB) {
 	s.start(t)
 }
 
+// Resume starts a server that Shutdown stopped again, on the same port and
+// store, so that a test can act while it is down.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	s.start(t)
+}
+
 // Shutdown stops the server; it is safe to call more than once.
 func (s *Server) Shutdown() { s.srv.Shutdown() }
