@@ -29,7 +29,6 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/snapshot"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -115,14 +114,10 @@ type Agent struct {
 	js   jetstream.JetStream
 	kv   jetstream.KeyValue
 	clog *changelog.Log
-	// replayNC and replayLog carry restores on a connection of their own:
-	// a burst of replays can outrun the server's per-connection buffer,
-	// and a slow-consumer disconnect must not cost the member its
-	// heartbeats, its lease or its commits.
-	replayNC    *nats.Conn
-	replayLog   *changelog.Log
-	replaySnaps *snapshot.Bucket
-	snaps       *snapshotter
+	// replays carries the restores that catch up, tails those of caught-up
+	// learners and standbys (replayconn.go).
+	replays, tails *replayConn
+	snaps          *snapshotter
 	store       *statestore.Store
 	metrics     *metrics
 	progress    *progressBook
@@ -147,8 +142,7 @@ type Agent struct {
 	version      uint64
 	changed      chan struct{} // closed and replaced on every view change
 
-	rewatch    *broadcast // fires when the connection to NATS comes back
-	replayBack *broadcast // fires when the replay connection comes back
+	rewatch *broadcast // fires when the connection to NATS comes back
 
 	// leader is this member's leader state while it leads, nil otherwise.
 	leader atomic.Pointer[leader]
@@ -217,37 +211,25 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	replayOpts := nc.Opts
-	replayOpts.Name += " (replays)"
-	replayNC, err := replayOpts.Connect()
+	log := opts.Logger.With().Str(fMember, opts.MemberID).Logger()
+	replays, err := openReplayConn(ctx, nc, "replays", opts, log)
 	if err != nil {
-		return nil, fmt.Errorf("connect for replays: %w", err)
-	}
-	replayJS, err := jetstream.New(replayNC)
-	if err != nil {
-		replayNC.Close()
-		return nil, fmt.Errorf("jetstream for replays: %w", err)
-	}
-	replayLog, err := changelog.Open(ctx, replayJS, changelog.Options{Group: opts.Group, Replicas: opts.Replicas})
-	if err != nil {
-		replayNC.Close()
 		return nil, err
 	}
-	replaySnaps, err := snapshot.OpenExisting(ctx, replayJS, opts.Group)
+	tails, err := openReplayConn(ctx, nc, "tails", opts, log)
 	if err != nil {
-		replayNC.Close()
+		replays.close()
 		return nil, err
 	}
 	a := &Agent{
 		opts:        opts,
-		log:         opts.Logger.With().Str(fMember, opts.MemberID).Logger(),
+		log:         log,
 		nc:          nc,
 		js:          js,
 		kv:          kv,
 		clog:        clog,
-		replayNC:    replayNC,
-		replayLog:   replayLog,
-		replaySnaps: replaySnaps,
+		replays:     replays,
+		tails:       tails,
 		snaps:       snaps,
 		store:       store,
 		metrics:     newMetrics(opts.Registerer),
@@ -263,19 +245,19 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	if opts.RequireWorker {
 		a.metrics.setWorkerState(assign.WorkerDetached)
 	}
-	a.rewatch, a.replayBack = newBroadcast(), newBroadcast()
+	a.rewatch = newBroadcast()
 	if info, ok := store.Rebuilt(); ok {
 		a.metrics.storeRebuilds.Inc()
 		a.log.Warn().Str("movedTo", info.MovedTo).Msg("the local store was rebuilt empty: every task this member gets is restored from its snapshot and the changelog")
 	}
 	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
-		replayNC.Close()
+		a.closeReplays()
 		return nil, err
 	}
 	metas, err := store.Tasks()
 	if err != nil {
-		replayNC.Close()
+		a.closeReplays()
 		return nil, fmt.Errorf("list local tasks: %w", err)
 	}
 	for _, m := range metas {
@@ -285,7 +267,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		a.owner = newIncarnation()
 	}
 	if a.claim, err = a.claimMemberID(ctx); err != nil {
-		replayNC.Close()
+		a.closeReplays()
 		return nil, err
 	}
 	a.bgCtx, a.bgStop = context.WithCancel(context.Background())
@@ -297,14 +279,12 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		}
 		a.onReconnect()
 	})
-	prevReplay := replayNC.Opts.ReconnectedCB
-	replayNC.SetReconnectHandler(func(c *nats.Conn) {
-		if prevReplay != nil {
-			prevReplay(c)
-		}
-		a.onReplayReconnect()
-	})
 	return a, nil
+}
+
+func (a *Agent) closeReplays() {
+	a.replays.close()
+	a.tails.close()
 }
 
 // settleAttempt bounds one try of a setup step in Open.
@@ -366,18 +346,18 @@ func (a *Agent) Run(ctx context.Context) error {
 // caller.
 func (a *Agent) Close() error {
 	a.stopAllTasks()
-	defer a.replayNC.Close()
+	defer a.closeReplays()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return a.claim.Release(ctx)
 }
 
-// Abandon stops background work and closes the agent's replay connection
+// Abandon stops background work and closes the agent's replay connections
 // without deleting the member record: the group learns that the member is
 // gone only when the record expires, as after a crash.
 func (a *Agent) Abandon() {
 	a.stopAllTasks()
-	a.replayNC.Close()
+	a.closeReplays()
 }
 
 func (a *Agent) stopAllTasks() {

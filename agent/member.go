@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
 )
@@ -95,6 +97,7 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 	if included {
 		a.included = true
 	}
+	before := a.handoverRecordsLocked()
 	for id, t := range a.tasks {
 		d, ok := want[id]
 		t.mu.Lock()
@@ -112,8 +115,40 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 	}
 	a.metrics.generation.Set(float64(g.Generation))
 	a.bumpViewLocked()
-	a.kickHeartbeat() // acknowledge the generation
+	if !maps.Equal(before, a.handoverRecordsLocked()) {
+		// The leader waits for what the record says of releases and
+		// takeovers; the rest of it (the generation applied, positions)
+		// can wait for the next heartbeat.
+		a.kickHeartbeat()
+	}
 	return nil
+}
+
+// handoverRecord is what the member record says of one task's hand-off.
+type handoverRecord struct {
+	release  assign.Release
+	takeover assign.Takeover
+}
+
+// handoverRecordsLocked returns what the member record says of the tasks'
+// releases and takeovers. Callers hold a.mu.
+func (a *Agent) handoverRecordsLocked() map[string]handoverRecord {
+	out := map[string]handoverRecord{}
+	for id, t := range a.tasks {
+		t.mu.Lock()
+		var h handoverRecord
+		if t.release != nil {
+			h.release = *t.release
+		}
+		if t.takeover != nil {
+			h.takeover = *t.takeover
+		}
+		t.mu.Unlock()
+		if h != (handoverRecord{}) {
+			out[id] = h
+		}
+	}
+	return out
 }
 
 // unrecorded reports whether t was taken over directly at an epoch that a

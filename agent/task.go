@@ -115,11 +115,16 @@ const replayPullBytes = 4 << 20
 
 // tail keeps a learner's or standby's copy current until ctx ends, or
 // until it takes the task over from a release entry that names this member
-// (takeOver).
+// (takeOver). It catches up on the replay connection, then follows the
+// changelog on the tail connection (replayconn.go).
 func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 	for ctx.Err() == nil {
-		r := a.newReplayer(t, true, restore.History{})
-		reconnected, err := a.runRestore(ctx, r)
+		r := a.newReplayer(t, a.replays, false, true, restore.History{})
+		reconnected, err := a.runRestore(ctx, r, a.replays)
+		if err == nil && !reconnected && ctx.Err() == nil && !a.takenOver(t, t.state().epoch) {
+			r = a.newReplayer(t, a.tails, true, true, restore.History{})
+			reconnected, err = a.runRestore(ctx, r, a.tails)
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -181,9 +186,14 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		}
 		if handoffSeq > meta.Applied || attempt > 0 || (meta.Applied == 0 && hist.Known()) {
 			t0 := time.Now()
-			n, err := a.catchUpCount(ctx, t, hist)
+			// It takes the task over from a release entry that names this
+			// member at this epoch, as the tailer would have.
+			n, err := a.catchUpCount(ctx, t, true, hist)
 			took.catchUp += time.Since(t0)
 			replayed += n
+			if a.takenOver(t, epoch) {
+				return
+			}
 			if errors.Is(err, restore.ErrLost) {
 				if !lost {
 					a.stateLost(t, epoch, err)
@@ -250,17 +260,19 @@ func (a *Agent) takenOver(t *task, epoch uint64) bool {
 
 // catchUp replays the task's changelog to its end.
 func (a *Agent) catchUp(ctx context.Context, t *task) error {
-	_, err := a.catchUpCount(ctx, t, restore.History{})
+	_, err := a.catchUpCount(ctx, t, false, restore.History{})
 	return err
 }
 
 // catchUpCount is catchUp that also says how many messages it applied,
-// refusing (restore.ErrLost) a task with history hist whose state is gone.
-func (a *Agent) catchUpCount(ctx context.Context, t *task, hist restore.History) (uint64, error) {
+// refusing (restore.ErrLost) a task with history hist whose state is gone;
+// with follow it takes the task over from a release entry that names this
+// member (takeOver).
+func (a *Agent) catchUpCount(ctx context.Context, t *task, follow bool, hist restore.History) (uint64, error) {
 	var replayed uint64
 	for {
-		r := a.newReplayer(t, false, hist)
-		reconnected, err := a.runRestore(ctx, r)
+		r := a.newReplayer(t, a.replays, false, follow, hist)
+		reconnected, err := a.runRestore(ctx, r, a.replays)
 		replayed += r.Progress().Replayed
 		if err == nil || !reconnected || ctx.Err() != nil {
 			return replayed, err
@@ -268,14 +280,14 @@ func (a *Agent) catchUpCount(ctx context.Context, t *task, hist restore.History)
 	}
 }
 
-// runRestore runs r until it ends, ctx ends, or the replay connection to
-// NATS comes back, and reports whether that reconnect ended it. A restore
-// can wait on NATS with no deadline (a consumer that has not noticed its
-// server restarted, a snapshot listing whose watcher lost its server), so
-// a reconnect ends it and the caller starts a fresh one from what the
-// store has applied, as the watch loops watch afresh.
-func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer) (reconnected bool, err error) {
-	back := a.replayBack.wait()
+// runRestore runs r until it ends, ctx ends, or rc, the connection it
+// reads on, comes back, and reports whether that reconnect ended it. A
+// restore can wait on NATS with no deadline (a consumer that has not
+// noticed its server restarted, a snapshot listing whose watcher lost its
+// server), so a reconnect ends it and the caller starts a fresh one from
+// what the store has applied, as the watch loops watch afresh.
+func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer, rc *replayConn) (reconnected bool, err error) {
+	back := rc.back.wait()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -304,25 +316,25 @@ func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer) (reconnecte
 	}
 }
 
-// newReplayer returns a replay of t's changelog on the replay connection,
-// tailing or to the end, that reports its progress, and makes it t's
-// current one. A tailing one takes the task over from a release entry that
+// newReplayer returns a replay of t's changelog on rc, tailing or to the
+// end, that reports its progress, and makes it t's current one. A learner's
+// or standby's (follow) takes the task over from a release entry that
 // names this member. hist is what the group's records say of the task's
 // past.
-func (a *Agent) newReplayer(t *task, tail bool, hist restore.History) *restore.Replayer {
+func (a *Agent) newReplayer(t *task, rc *replayConn, tail, follow bool, hist restore.History) *restore.Replayer {
 	o := restore.Options{
 		Task:         t.id,
 		Tail:         tail,
 		PullMaxBytes: replayPullBytes,
 		OnProgress:   func(p restore.Progress) { a.onProgress(t, p) },
 		Logger:       a.log,
-		Snapshots:    a.replaySnaps,
+		Snapshots:    rc.snaps,
 		History:      hist,
 	}
-	if tail {
+	if follow {
 		o.OnRelease = func(rel restore.Release) bool { return a.takeOver(t, rel) }
 	}
-	r := restore.New(a.replayLog, a.store, o)
+	r := restore.New(rc.log, a.store, o)
 	t.replayer.Store(r)
 	return r
 }

@@ -40,12 +40,6 @@ func (a *Agent) onReconnect() {
 	a.log.Info().Msg("reconnected to NATS: watching the group afresh")
 }
 
-// onReplayReconnect ends every restore, for its caller to start afresh.
-func (a *Agent) onReplayReconnect() {
-	a.replayBack.fire()
-	a.log.Info().Msg("replay connection reconnected to NATS: restarting restores")
-}
-
 // watchKey calls fn with every entry of key, the current one first, until
 // ctx ends, watching again across reconnects (see group.Watch).
 func (a *Agent) watchKey(ctx context.Context, key string, fn func(jetstream.KeyValueEntry) error) {

@@ -69,13 +69,18 @@ func (p *Publisher) Covers(ids []string) bool {
 }
 
 // Publish writes res's generation: every live member's assignment that
-// changed, then the generation record, all fenced on l. It returns the
-// record it published.
+// changed, all at once, then the generation record, all fenced on l. It
+// returns the record it published.
 func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string) (GenerationRecord, error) {
 	parts, unassigned := Split(res.Assignment, live, res.Shutdown)
 	revs := make(map[string]uint64, len(parts))
-	for id, ma := range parts {
-		data, err := json.Marshal(ma)
+	var (
+		changed []string
+		keys    []string
+		values  [][]byte
+	)
+	for _, id := range slices.Sorted(maps.Keys(parts)) {
+		data, err := json.Marshal(parts[id])
 		if err != nil {
 			return GenerationRecord{}, fmt.Errorf("encode assignment of %s: %w", id, err)
 		}
@@ -83,12 +88,15 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 			revs[id] = prev.rev
 			continue
 		}
-		rev, err := l.Put(ctx, PrefixAssignment+id, data)
-		if err != nil {
-			return GenerationRecord{}, err
-		}
-		p.published[id] = published{data: data, rev: rev}
-		revs[id] = rev
+		changed, keys, values = append(changed, id), append(keys, PrefixAssignment+id), append(values, data)
+	}
+	written, err := l.PutAll(ctx, keys, values)
+	if err != nil {
+		return GenerationRecord{}, err
+	}
+	for i, id := range changed {
+		p.published[id] = published{data: values[i], rev: written[i]}
+		revs[id] = written[i]
 	}
 	for id := range p.published {
 		if _, ok := parts[id]; !ok {

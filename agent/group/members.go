@@ -61,7 +61,8 @@ func ApplyMemberUpdate(members map[string]MemberRecord, e jetstream.KeyValueEntr
 	}
 	members[id] = r
 	return !had || old.Incarnation != r.Incarnation || old.Leaving != r.Leaving ||
-		old.Capacity != r.Capacity || old.Zone != r.Zone || old.Worker != r.Worker || !sameReleases(old.Released, r.Released)
+		old.Capacity != r.Capacity || old.Zone != r.Zone || old.Worker != r.Worker || old.DirectHandoff != r.DirectHandoff ||
+		!sameReleases(old.Released, r.Released) || !sameTakeovers(old.Takeovers, r.Takeovers)
 }
 
 func sameReleases(a, b map[string]assign.Release) bool {
@@ -69,7 +70,19 @@ func sameReleases(a, b map[string]assign.Release) bool {
 		return false
 	}
 	for k, v := range a {
-		if w, ok := b[k]; !ok || w.Epoch != v.Epoch || w.Seq != v.Seq {
+		if w, ok := b[k]; !ok || w.Epoch != v.Epoch || w.Seq != v.Seq || w.To != v.To || w.ToEpoch != v.ToEpoch {
+			return false
+		}
+	}
+	return true
+}
+
+func sameTakeovers(a, b map[string]assign.Takeover) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w.Epoch != v.Epoch {
 			return false
 		}
 	}
