@@ -118,13 +118,13 @@ type Agent struct {
 	// learners and standbys (replayconn.go).
 	replays, tails *replayConn
 	snaps          *snapshotter
-	store       *statestore.Store
-	metrics     *metrics
-	progress    *progressBook
-	incarnation string
-	started     time.Time
-	owner       string
-	host        string
+	store          *statestore.Store
+	metrics        *metrics
+	progress       *progressBook
+	incarnation    string
+	started        time.Time
+	owner          string
+	host           string
 	// claim holds the member ID: every write of the member record goes
 	// through it (heartbeat.go).
 	claim *group.MemberClaim

@@ -16,7 +16,7 @@ type breakdownJSON struct {
 	// Direct counts the moves handed over directly (release entry or
 	// message), the others went through the leader.
 	Direct int        `json:"direct"`
-	Steps []stepJSON `json:"steps"`
+	Steps  []stepJSON `json:"steps"`
 	// Activation splits the activation into its steps (lab.ActivationSteps),
 	// each one's duration.
 	Activation []stepJSON `json:"activation,omitempty"`
