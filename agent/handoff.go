@@ -69,7 +69,8 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.Relea
 	}
 	rv := *t.revoke
 	rel := &assign.Release{Epoch: t.epoch, Seq: t.lastSeq, Generation: a.generation}
-	direct := rv.direct() && t.phase == phaseActive
+	why := throughLeader(rv, t.phase)
+	direct := why == ""
 	if !direct || !t.stateful {
 		if direct {
 			rel.To, rel.ToEpoch = rv.target, rv.epoch
@@ -81,7 +82,7 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.Relea
 			a.sendHandoff(id, rv, rel.At)
 		}
 		a.log.Info().Str(fTask, id).Uint64(fEpoch, res.Epoch).Uint64(fSeq, res.Seq).Str("to", rel.To).
-			Bool(fDirect, direct).Str(fReceived, stamp(received)).Msg(logTaskReleased)
+			Bool(fDirect, direct).Str(fWhy, why).Str(fReceived, stamp(received)).Msg(logTaskReleased)
 		return res, nil
 	}
 	unlock()
@@ -114,6 +115,20 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.Relea
 		Uint64("toEpoch", rv.epoch).Uint64("releaseSeq", seq).Bool(fDirect, true).
 		Str(fReceived, stamp(received)).Str(fAppended, stamp(appended)).Msg(logTaskReleased)
 	return res, nil
+}
+
+// throughLeader says why the release of a task in phase p under revoke rv
+// goes through the leader, or "" when it is handed over directly.
+func throughLeader(rv revokeOrder, p taskPhase) string {
+	switch {
+	case rv.target == "":
+		return "revoked to nobody"
+	case rv.epoch == 0:
+		return "the revoke asks for no direct hand-off"
+	case p != phaseActive:
+		return "the task was still becoming active"
+	}
+	return ""
 }
 
 // appendRelease appends t's release entry for revoke rv, fenced on the
@@ -189,7 +204,7 @@ func (a *Agent) takeOver(t *task, rel restore.Release) bool {
 	}
 	a.metrics.handoffPause.Observe(time.Since(rel.Stored).Seconds())
 	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, rel.Epoch).Uint64(fSeq, rel.Seq).
-		Str(fStored, stamp(rel.Stored)).Str(fSeen, stamp(seen)).Msg(logTaskTakenOver)
+		Str(fStored, stamp(rel.Stored)).Str(fReceived, stamp(rel.Received)).Str(fSeen, stamp(seen)).Msg(logTaskTakenOver)
 	return true
 }
 

@@ -75,6 +75,9 @@ type Options struct {
 	// snapshot when the store has nothing of the task or when the
 	// changelog was trimmed past its copy (see startpoint.go).
 	Snapshots *snapshot.Bucket
+	// Limiter, if set, bounds how many Replayers work at once (see
+	// Limiter).
+	Limiter *Limiter
 	// OnRelease, if set, is called from Run's goroutine with every release
 	// entry Run receives, once everything before it is applied and before
 	// the entry itself is. Returning true says that this member took the
@@ -93,8 +96,10 @@ type Release struct {
 	Seq       uint64
 	Epoch     uint64
 	Successor string
-	// Stored is when the server stored the entry.
-	Stored time.Time
+	// Stored is when the server stored the entry, Received when the
+	// consumer delivered it (OnRelease runs once what precedes it is
+	// applied).
+	Stored, Received time.Time
 	// Last says that nothing followed the entry on the subject when it was
 	// delivered: a successor that takes over from it is the only writer
 	// since.
@@ -181,6 +186,9 @@ func New(log *changelog.Log, store *statestore.Store, opts Options) *Replayer {
 		nudge:    make(chan struct{}, 1),
 	}
 }
+
+// Limit makes r work in l's slots; call it before Run.
+func (r *Replayer) Limit(l *Limiter) { r.opts.Limiter = l }
 
 // Progress returns the latest progress.
 func (r *Replayer) Progress() Progress {

@@ -24,7 +24,7 @@ type run struct {
 	task string
 
 	cc     jetstream.ConsumeContext // nil when there is nothing to consume
-	msgs   chan jetstream.Msg
+	msgs   chan delivered
 	stopCh chan struct{}
 
 	dec          changelog.Decoder
@@ -95,7 +95,7 @@ func (r *Replayer) start(ctx context.Context) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore task %s from seq %d: create consumer: %w", task, meta.Applied+1, err)
 	}
-	u.msgs = make(chan jetstream.Msg, consumerBuffer)
+	u.msgs = make(chan delivered, consumerBuffer)
 	u.stopCh = make(chan struct{})
 	u.cc, err = cons.Consume(u.deliver,
 		jetstream.PullMaxBytes(r.opts.PullMaxBytes),
@@ -124,10 +124,16 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
+// delivered is a message the consumer delivered, and when.
+type delivered struct {
+	msg jetstream.Msg
+	at  time.Time
+}
+
 // deliver runs on the consumer's goroutine: it hands msg to Run's.
 func (u *run) deliver(msg jetstream.Msg) {
 	select {
-	case u.msgs <- msg:
+	case u.msgs <- delivered{msg, time.Now()}:
 	case <-u.stopCh:
 	}
 }
@@ -162,20 +168,20 @@ func (u *run) loop(ctx context.Context) (err error) {
 			return u.cancelled(ctx)
 		}
 		select {
-		case msg := <-u.msgs:
-			if err := u.add(msg); err != nil {
+		case d := <-u.msgs:
+			if err := u.limited(ctx, func() error { return u.add(d.msg, d.at) }); err != nil {
 				return err
 			}
 		case <-u.flushTimer.C:
 			u.flushArmed = false
-			if err := u.flush(); err != nil {
+			if err := u.limited(ctx, u.flush); err != nil {
 				return err
 			}
 		case <-u.r.nudge:
 			// A waiter (an activation) wants a sequence: apply it now if
 			// it has come.
 			if w := u.r.wanted.Load(); w > u.applied && u.received >= w {
-				if err := u.flush(); err != nil {
+				if err := u.limited(ctx, u.flush); err != nil {
 					return err
 				}
 			}
@@ -189,6 +195,16 @@ func (u *run) loop(ctx context.Context) (err error) {
 	return nil
 }
 
+// limited runs fn in a slot of the Replayer's Limiter; it returns the
+// cancelled run's error when ctx ends first.
+func (u *run) limited(ctx context.Context, fn func() error) error {
+	if !u.r.opts.Limiter.acquire(ctx) {
+		return u.cancelled(ctx)
+	}
+	defer u.r.opts.Limiter.release()
+	return fn()
+}
+
 func (u *run) cancelled(ctx context.Context) error {
 	if u.r.opts.Tail {
 		return nil
@@ -198,7 +214,7 @@ func (u *run) cancelled(ctx context.Context) error {
 
 // add decodes msg into the pending batch and flushes the batch when it is
 // large, when the subject has nothing more, or soon.
-func (u *run) add(msg jetstream.Msg) error {
+func (u *run) add(msg jetstream.Msg, received time.Time) error {
 	md, err := msg.Metadata()
 	if err != nil {
 		return fmt.Errorf("restore task %s after seq %d: %w", u.task, u.received, err)
@@ -231,7 +247,7 @@ func (u *run) add(msg jetstream.Msg) error {
 			return err
 		}
 		takenOver = u.r.opts.OnRelease(Release{Seq: seq, Epoch: e.Epoch, Successor: e.Successor,
-			Stored: md.Timestamp, Last: md.NumPending == 0})
+			Stored: md.Timestamp, Received: received, Last: md.NumPending == 0})
 		u.takenOver = takenOver
 	}
 	u.pending = append(u.pending, Commit(e, seq))

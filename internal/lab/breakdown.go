@@ -12,7 +12,7 @@ import (
 // each, and the field (AgentEvent.Stamp) that dates the step.
 const (
 	LogTaskReleased      = "task released"      // the old owner; received: the release request arrived; appended: its release entry was appended (a direct hand-off)
-	LogTaskTakenOver     = "task taken over"    // the new owner of a direct hand-off; seen: its tailer received the release entry; the line: the worker's view is bumped
+	LogTaskTakenOver     = "task taken over"    // the new owner of a direct hand-off; received: its tailer received the release entry; seen: it had applied what precedes it and took over; the line: the worker's view is bumped
 	LogReleaseSeen       = "release seen"       // the leader; seen: the member record brought the release
 	LogPlan              = "plan"               // the leader: a move of the generation it has published
 	LogGenerationApplied = "generation applied" // a member; seen: the generation record arrived; read: how long reading its assignment took
@@ -30,7 +30,8 @@ const stepMatchWindow = 30 * time.Second
 var HandoffSteps = []string{
 	StepReleaseReceived:  "release received",
 	StepEntryAppended:    "release entry appended",
-	StepEntrySeen:        "successor sees the release entry",
+	StepEntryReceived:    "successor's tailer receives the release entry",
+	StepEntrySeen:        "successor has applied what precedes it",
 	StepLeaderSees:       "leader sees the release",
 	StepGeneration:       "generation published",
 	StepNewOwnerSees:     "new owner sees it",
@@ -44,6 +45,7 @@ var HandoffSteps = []string{
 const (
 	StepReleaseReceived = iota
 	StepEntryAppended
+	StepEntryReceived
 	StepEntrySeen
 	StepLeaderSees
 	StepGeneration
@@ -147,7 +149,7 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 			}
 			switch {
 			case h.Direct && h.Steps[StepEntrySeen].IsZero() && e.Message == LogTaskTakenOver && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
-				h.Steps[StepEntrySeen], h.Steps[StepViewBumped] = e.Stamp, e.At
+				h.Steps[StepEntryReceived], h.Steps[StepEntrySeen], h.Steps[StepViewBumped] = e.Received, e.Stamp, e.At
 			case h.Direct:
 				// The leader records a direct hand-off afterwards: its
 				// steps are not on the pause's path.

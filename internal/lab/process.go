@@ -67,8 +67,10 @@ type AgentEvent struct {
 	// done. Else it is At.
 	Stamp time.Time `json:"stamp"`
 	// Appended is when a "task released" line's release entry was
-	// appended, and Direct whether it hands the task over directly.
+	// appended, and Direct whether it hands the task over directly;
+	// Received is when a "task taken over" line's tailer received it.
 	Appended time.Time `json:"appended,omitzero"`
+	Received time.Time `json:"received,omitzero"`
 	Direct   bool      `json:"direct,omitempty"`
 	// Activation splits a "task active" line's activation into its
 	// steps, in the order of ActivationSteps.
@@ -149,6 +151,9 @@ func (m *Member) procsOf() (*memberProcs, error) {
 		}
 		ev := AgentEvent{Member: m.ID, At: a.Time, Message: a.Message, Task: a.Task, To: a.To, Kind: a.Kind,
 			Epoch: a.Epoch, Generation: a.Generation, Stamp: a.Time, Appended: a.Appended, Direct: a.Direct}
+		if a.Message == LogTaskTakenOver {
+			ev.Received = a.Received
+		}
 		if a.Message == LogTaskActive && a.WaitTailer != nil {
 			for _, ms := range []*float64{a.WaitTailer, a.StopTailer, a.CatchUp, a.Append, a.Apply} {
 				var d time.Duration

@@ -58,7 +58,7 @@ func checkBreakdown(t *testing.T, r modeRun) {
 	if b.Direct != b.Moves {
 		t.Errorf("%d of %d planned stateful moves handed over directly, want all", b.Direct, b.Moves)
 	}
-	direct := []int{lab.StepReleaseReceived, lab.StepEntryAppended, lab.StepEntrySeen, lab.StepViewBumped, lab.StepLongPollAnswered, lab.StepFirstCommit}
+	direct := []int{lab.StepReleaseReceived, lab.StepEntryAppended, lab.StepEntryReceived, lab.StepEntrySeen, lab.StepViewBumped, lab.StepLongPollAnswered, lab.StepFirstCommit}
 	for _, step := range direct {
 		if got := b.Steps[step].SinceRelease.Count; got != b.Moves {
 			t.Errorf("step %q found in %d of %d moves", lab.HandoffSteps[step], got, b.Moves)
@@ -78,7 +78,8 @@ func checkBreakdown(t *testing.T, r modeRun) {
 			return *h.StepsMS[i]
 		}
 		if at(lab.StepReleaseReceived) < 0 || at(lab.StepReleaseReceived) > at(lab.StepEntryAppended) ||
-			at(lab.StepReleaseReceived) > at(lab.StepEntrySeen) || at(lab.StepEntrySeen) > at(lab.StepViewBumped) ||
+			at(lab.StepReleaseReceived) > at(lab.StepEntryReceived) || at(lab.StepEntryReceived) > at(lab.StepEntrySeen) ||
+			at(lab.StepEntrySeen) > at(lab.StepViewBumped) ||
 			at(lab.StepViewBumped) > at(lab.StepLongPollAnswered) || at(lab.StepLongPollAnswered) > at(lab.StepFirstCommit) {
 			t.Errorf("%s → %s: steps out of causal order: %v", h.Task, h.To, h.StepsMS)
 		}
