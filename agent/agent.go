@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -46,13 +48,14 @@ const (
 	// Stamps of a hand-off's steps, on the line logged once the step's
 	// work is done (logging it first would delay the work by a write): see
 	// stamp.
-	fReceived = "received" // "task released": the release request arrived
+	fReceived = "received" // "task released": the release request arrived; "task taken over": the tailer received the release entry
 	fSeen     = "seen"     // "release seen", "generation applied": the watch delivered it
 	fFenced   = "fenced"   // "task active": the epoch marker was appended and applied
 	fRead     = "read"     // "generation applied": how long reading the member's assignment took
 	fAppended = "appended" // "task released": the release entry was appended
 	fStored   = "stored"   // "task taken over": the server stored the release entry (a stateless task: its owner released it)
 	fDirect   = "direct"   // "task released": the release hands the task over directly
+	fWhy      = "why"      // "task released": why it goes through the leader
 )
 
 // Messages of the log lines of a hand-off's steps that the bench reads.
@@ -117,14 +120,18 @@ type Agent struct {
 	// replays carries the restores that catch up, tails those of caught-up
 	// learners and standbys (replayconn.go).
 	replays, tails *replayConn
-	snaps          *snapshotter
-	store          *statestore.Store
-	metrics        *metrics
-	progress       *progressBook
-	incarnation    string
-	started        time.Time
-	owner          string
-	host           string
+	// learnerLimit bounds the learners' and standbys' catch-ups that work
+	// at once, to half the cores: the member's tailers, commits and API
+	// keep a core (restore.Limiter). Activations are not bounded.
+	learnerLimit *restore.Limiter
+	snaps        *snapshotter
+	store        *statestore.Store
+	metrics      *metrics
+	progress     *progressBook
+	incarnation  string
+	started      time.Time
+	owner        string
+	host         string
 	// claim holds the member ID: every write of the member record goes
 	// through it (heartbeat.go).
 	claim *group.MemberClaim
@@ -222,24 +229,25 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		return nil, err
 	}
 	a := &Agent{
-		opts:        opts,
-		log:         log,
-		nc:          nc,
-		js:          js,
-		kv:          kv,
-		clog:        clog,
-		replays:     replays,
-		tails:       tails,
-		snaps:       snaps,
-		store:       store,
-		metrics:     newMetrics(opts.Registerer),
-		incarnation: newIncarnation(),
-		started:     time.Now(),
-		owner:       opts.Owner,
-		host:        hostname(),
-		tasks:       map[string]*task{},
-		changed:     make(chan struct{}),
-		hbKick:      make(chan struct{}, 1),
+		opts:         opts,
+		log:          log,
+		nc:           nc,
+		js:           js,
+		kv:           kv,
+		clog:         clog,
+		replays:      replays,
+		tails:        tails,
+		learnerLimit: restore.NewLimiter(runtime.GOMAXPROCS(0) / 2),
+		snaps:        snaps,
+		store:        store,
+		metrics:      newMetrics(opts.Registerer),
+		incarnation:  newIncarnation(),
+		started:      time.Now(),
+		owner:        opts.Owner,
+		host:         hostname(),
+		tasks:        map[string]*task{},
+		changed:      make(chan struct{}),
+		hbKick:       make(chan struct{}, 1),
 	}
 	a.worker = newWorkerWatch(opts.RequireWorker, a.started)
 	if opts.RequireWorker {

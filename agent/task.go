@@ -120,6 +120,7 @@ const replayPullBytes = 4 << 20
 func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 	for ctx.Err() == nil {
 		r := a.newReplayer(t, a.replays, false, true, restore.History{})
+		r.Limit(a.learnerLimit) // a catch-up that nobody waits for yet
 		reconnected, err := a.runRestore(ctx, r, a.replays)
 		if err == nil && !reconnected && ctx.Err() == nil && !a.takenOver(t, t.state().epoch) {
 			r = a.newReplayer(t, a.tails, true, true, restore.History{})

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"encoding/json"
+	"maps"
 	"sync"
 )
 
@@ -19,9 +20,20 @@ type Activation struct {
 	Replayed uint64
 }
 
+// Takeover is an agent's "task taken over" log line: the member took the
+// task over directly, from the previous owner's release entry (a stateless
+// task: its message), at Epoch.
+type Takeover struct {
+	Member string
+	Index  int // position among the member's log lines, for "after a mark"
+	Task   string
+	Epoch  uint64
+	Seq    uint64
+}
+
 // AgentLog is an agent's JSON log as it grows, across restarts. It keeps
-// the activations, the API address of the last start and the lines logged
-// at error level or above. Safe for concurrent use.
+// the activations and takeovers, the API address of the last start and the
+// lines logged at error level or above. Safe for concurrent use.
 type AgentLog struct {
 	member string
 	r      lineReader
@@ -29,13 +41,15 @@ type AgentLog struct {
 	mu          sync.Mutex
 	lines       int
 	activations []Activation
+	takeovers   []Takeover
+	viaLeader   map[string]int // why releases went through the leader → how many
 	api         string
 	errors      []string
 	messages    map[string]int // message → lines logged with it
 }
 
 func newAgentLog(member, path string) *AgentLog {
-	l := &AgentLog{member: member, messages: map[string]int{}}
+	l := &AgentLog{member: member, messages: map[string]int{}, viaLeader: map[string]int{}}
 	l.r = lineReader{Path: path, Parse: l.add}
 	return l
 }
@@ -51,6 +65,8 @@ type agentLine struct {
 	Planned  bool   `json:"planned"`
 	Replayed uint64 `json:"replayed"`
 	API      string `json:"api"`
+	Direct   bool   `json:"direct"`
+	Why      string `json:"why"`
 }
 
 func (l *AgentLog) add(line []byte) error {
@@ -66,6 +82,10 @@ func (l *AgentLog) add(line []byte) error {
 	case a.Message == "task active":
 		l.activations = append(l.activations, Activation{Member: l.member, Index: l.lines, Task: a.Task, Epoch: a.Epoch,
 			Seq: a.Seq, Planned: a.Planned, Replayed: a.Replayed})
+	case a.Message == "task released" && !a.Direct && a.Why != "":
+		l.viaLeader[a.Why]++
+	case a.Message == "task taken over":
+		l.takeovers = append(l.takeovers, Takeover{Member: l.member, Index: l.lines, Task: a.Task, Epoch: a.Epoch, Seq: a.Seq})
 	case a.Message == "agent started":
 		l.api = a.API
 	}
@@ -98,6 +118,29 @@ func (l *AgentLog) ActivationsAfter(mark int) []Activation {
 		}
 	}
 	return out
+}
+
+// TakeoversAfter returns the takeovers logged after line mark.
+func (l *AgentLog) TakeoversAfter(mark int) []Takeover {
+	_ = l.refresh()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Takeover
+	for _, t := range l.takeovers {
+		if t.Index > mark {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// ReleasesViaLeader returns how many of the agent's releases went through
+// the leader, by why.
+func (l *AgentLog) ReleasesViaLeader() map[string]int {
+	_ = l.refresh()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.viaLeader)
 }
 
 // Errors returns the messages of the lines logged at error level.

@@ -116,6 +116,30 @@ func TestChaosSoak(t *testing.T) {
 	fmt.Fprintf(&b, "  faults injected: %d (%s)\n", len(faults), strings.Join(names, ", "))
 	fmt.Fprintf(&b, "  commits acknowledged: %d; commits lost: %d; acknowledged to a stale owner: %d; refused: %d; worker restarts: %d\n",
 		rep.Commits, lost, stale, rep.Refused, rep.Restarts)
+	planned, unplanned := 0, 0
+	for _, a := range rep.Activations {
+		if a.Planned {
+			planned++
+		} else {
+			unplanned++
+		}
+	}
+	why := map[string]int{}
+	for _, m := range h.Members() {
+		for w, n := range m.Log.ReleasesViaLeader() {
+			why[w] += n
+		}
+	}
+	var whys []string
+	for w, n := range why {
+		whys = append(whys, fmt.Sprintf("%s: %d", w, n))
+	}
+	sort.Strings(whys)
+	if len(whys) == 0 {
+		whys = []string{"none"}
+	}
+	fmt.Fprintf(&b, "  planned hand-offs: %d taken over directly (%d release entries in the changelogs); %d activated through the leader; releases through the leader, by why: %s; failovers and other activations: %d\n",
+		len(rep.Takeovers), rep.Releases, planned, strings.Join(whys, ", "), unplanned)
 	takeOvers := 0
 	for _, m := range h.Members() {
 		takeOvers += m.Log.Count("took over the member record of this data dir's previous run")

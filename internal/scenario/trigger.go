@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/changelog"
 )
 
 // Trigger fires a fault the moment the group is handing a task over,
@@ -38,6 +39,29 @@ type Trigger struct {
 // then it stops. fire must be safe to call from another goroutine
 // (Process's methods are). The watch is in place when OnMoving returns.
 func (h *Harness) OnMoving(what string, fire func(inFlight string)) *Trigger {
+	return h.onGeneration(what, InFlight, fire)
+}
+
+// OnRevoke is OnMoving for the first task a published generation revokes,
+// with a direct revoke, from an owner to a target that pick accepts;
+// fire gets the task, its owner and the revoke's target.
+func (h *Harness) OnRevoke(what string, pick func(owner, target string) bool, fire func(task, owner, target string)) *Trigger {
+	var task, owner, target string
+	judge := func(ma group.MemberAssignment) string {
+		for _, id := range slices.Sorted(maps.Keys(ma.Tasks)) {
+			if rv := ma.Tasks[id].Revoke; rv != nil && rv.Epoch > 0 && pick(ma.Member, rv.Target) {
+				task, owner, target = id, ma.Member, rv.Target
+				return fmt.Sprintf("%s revoking %s→%s at epoch %d", id, ma.Member, rv.Target, rv.Epoch)
+			}
+		}
+		return ""
+	}
+	return h.onGeneration(what, judge, func(string) { fire(task, owner, target) })
+}
+
+// onGeneration is OnMoving with judge saying what of a member's assignment
+// fires the trigger ("" for nothing).
+func (h *Harness) onGeneration(what string, judge func(group.MemberAssignment) string, fire func(inFlight string)) *Trigger {
 	h.t.Helper()
 	if _, err := h.Group(); err != nil { // opens the bucket before the goroutine uses it
 		h.t.Fatalf("trigger on %s: %v", what, err)
@@ -85,7 +109,7 @@ func (h *Harness) OnMoving(what string, fire func(inFlight string)) *Trigger {
 				var parts []string
 				for _, member := range slices.Sorted(maps.Keys(g.Assignments)) {
 					if a, ok := assignments[member]; ok && a.rev == g.Assignments[member] {
-						if moving := InFlight(a.ma); moving != "" {
+						if moving := judge(a.ma); moving != "" {
 							parts = append(parts, moving)
 						}
 					}
@@ -97,6 +121,56 @@ func (h *Harness) OnMoving(what string, fire func(inFlight string)) *Trigger {
 					return
 				}
 			}
+		}
+	}()
+	return tr
+}
+
+// OnReleaseEntry starts watching the group's changelog and calls fire, from
+// the trigger's goroutine, with the task, successor and epoch of the first
+// release entry appended after it started; then it stops. The watch is in
+// place when OnReleaseEntry returns.
+func (h *Harness) OnReleaseEntry(what string, fire func(task, successor string, epoch uint64)) *Trigger {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	fail := func(err error) {
+		cancel()
+		h.t.Fatalf("trigger on %s: watch the changelog: %v", what, err)
+	}
+	stream, err := h.js.Stream(ctx, changelog.StreamName(h.opts.Group))
+	if err != nil {
+		fail(err)
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		fail(err)
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
+		fail(err)
+	}
+	tr := &Trigger{what: what, done: make(chan struct{}), cancel: cancel}
+	h.t.Cleanup(tr.Stop)
+	go func() {
+		<-ctx.Done()
+		msgs.Stop() // ends Next below
+	}()
+	go func() {
+		defer close(tr.done)
+		defer cancel()
+		for {
+			m, err := msgs.Next()
+			if err != nil {
+				return
+			}
+			e, err := changelog.Decode(m.Data())
+			if err != nil || e.Kind != changelog.KindRelease {
+				continue
+			}
+			task := m.Subject()[strings.LastIndexByte(m.Subject(), '.')+1:]
+			fire(task, e.Successor, e.Epoch)
+			tr.inFlight = fmt.Sprintf("release entry of %s to %s at epoch %d", task, e.Successor, e.Epoch)
+			return
 		}
 	}()
 	return tr
