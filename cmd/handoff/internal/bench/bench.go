@@ -88,6 +88,10 @@ type Settings struct {
 	JSON           bool   `json:"-"`
 	Out            string `json:"-"`
 	modes          string
+	// Sizes are the group sizes of a run at several sizes (--sizes); nil
+	// for one run at From and To.
+	Sizes []Size `json:"sizes,omitempty"`
+	sizes string
 }
 
 // MarshalJSON writes s with its durations as Go duration strings ("2s").
@@ -118,6 +122,7 @@ func flags(s *Settings, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&s.CommitDuration, "commit-duration", 5*time.Second, "commit scenario: how long each level runs")
 	fs.IntVar(&s.From, "from", 0, "members before the event (default: scale-up 3, scale-down 4, crash 3, rolling-restart 3)")
 	fs.IntVar(&s.To, "to", 0, "members after the event (default: scale-up from+1, scale-down from-1)")
+	fs.StringVar(&s.sizes, "sizes", "", "run the scenario at each of these group `sizes`, FROM:TO[:TASKS] separated by commas (3:4,32:33), and print the ratios of the last size's figures to the first's; TASKS defaults to --tasks scaled by FROM over the first FROM, so that every size has as many tasks per member")
 	fs.StringVar(&s.NATS, "nats", "", "NATS `URL` to run on (each mode gets its own group); empty runs an embedded server")
 	fs.IntVar(&s.Tasks, "tasks", 32, "tasks in the group")
 	fs.Float64Var(&s.StatelessPart, "stateless-share", 0.25, "share of the tasks that are stateless, 0 to 1")
@@ -190,6 +195,11 @@ func parse(args []string, out io.Writer) (Settings, error) {
 	}
 	if len(s.Modes) == 0 {
 		return s, errors.New("--modes: name at least one mode")
+	}
+	if s.sizes != "" {
+		if err := parseSizes(&s); err != nil {
+			return s, err
+		}
 	}
 	switch s.Scenario {
 	case scenarioScaleUp:
@@ -279,15 +289,35 @@ func Run(ctx context.Context, args []string, e Env) error {
 	if s.Scenario == scenarioCommit {
 		return runCommit(ctx, s, procs, e)
 	}
-	prog := newProgress(e.Stderr, len(s.Modes))
+	if len(s.Sizes) > 0 {
+		return runSizes(ctx, s, procs, e)
+	}
+	res, err := runModes(ctx, s, procs, newProgress(e.Stderr, len(s.Modes)), s.Out)
+	if err != nil {
+		return err
+	}
+	if s.JSON {
+		err = writeJSON(e.Stdout, res)
+	} else {
+		err = writeTable(e.Stdout, res)
+	}
+	if err != nil {
+		return err
+	}
+	return runErr(ctx, res)
+}
+
+// runModes runs the scenario of s once per mode and, with out, writes the
+// results, table and timelines there.
+func runModes(ctx context.Context, s Settings, procs *lab.Processes, prog *progress, out string) (Results, error) {
 	res := Results{Settings: s, Started: time.Now().UTC()}
 	for i, mode := range s.Modes {
 		prog.startRun(i, mode)
 		run, rec := runMode(ctx, s, mode, procs, prog)
-		if rec != nil && s.Out != "" && run.Available {
+		if rec != nil && out != "" && run.Available {
 			name := "timeline-" + mode + ".svg"
-			if err := writeFile(filepath.Join(s.Out, name), func(w io.Writer) error { return writeTimelineSVG(w, s, run, rec) }); err != nil {
-				return err
+			if err := writeFile(filepath.Join(out, name), func(w io.Writer) error { return writeTimelineSVG(w, s, run, rec) }); err != nil {
+				return res, err
 			}
 			run.Timeline = name
 		}
@@ -298,22 +328,19 @@ func Run(ctx context.Context, args []string, e Env) error {
 	}
 	prog.done()
 	res.Figures = figures(res)
-	if s.Out != "" {
-		if err := writeFile(filepath.Join(s.Out, "results.json"), func(w io.Writer) error { return writeJSON(w, res) }); err != nil {
-			return err
+	if out != "" {
+		if err := writeFile(filepath.Join(out, "results.json"), func(w io.Writer) error { return writeJSON(w, res) }); err != nil {
+			return res, err
 		}
-		if err := writeFile(filepath.Join(s.Out, "table.txt"), func(w io.Writer) error { return writeTable(w, res) }); err != nil {
-			return err
+		if err := writeFile(filepath.Join(out, "table.txt"), func(w io.Writer) error { return writeTable(w, res) }); err != nil {
+			return res, err
 		}
 	}
-	if s.JSON {
-		err = writeJSON(e.Stdout, res)
-	} else {
-		err = writeTable(e.Stdout, res)
-	}
-	if err != nil {
-		return err
-	}
+	return res, nil
+}
+
+// runErr is the error of a finished run: ctx ended, or a mode failed.
+func runErr(ctx context.Context, res Results) error {
 	if ctx.Err() != nil {
 		return errors.New("interrupted")
 	}

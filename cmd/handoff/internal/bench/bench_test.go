@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,23 @@ func TestPauseStatsOf(t *testing.T) {
 	}
 	if st := PauseStatsOf(nil); st.Count != 0 || st.P99 != 0 {
 		t.Errorf("PauseStatsOf(nil) = %+v, want zero", st)
+	}
+}
+
+// TestParseSizes: --sizes names each size's members, and its tasks scale
+// with the first size's members unless given.
+func TestParseSizes(t *testing.T) {
+	s, err := parse([]string{"--sizes", "3:4,32:33,16:17:100", "--tasks", "30"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Size{{3, 4, 30}, {32, 33, 320}, {16, 17, 100}}
+	if !slices.Equal(s.Sizes, want) || s.From != 3 || s.To != 4 || s.Tasks != 30 {
+		t.Errorf("parse(--sizes 3:4,32:33,16:17:100 --tasks 30) = sizes %v, from %d to %d, tasks %d; want %v, 3, 4, 30", s.Sizes, s.From, s.To, s.Tasks, want)
+	}
+	for _, bad := range []string{"3:4", "3:4,0:1", "3:4,5", "3:4,a:b", "3:4,5:6:7:8"} {
+		if _, err := parse([]string{"--sizes", bad}, io.Discard); err == nil {
+			t.Errorf("parse(--sizes %s) accepted it", bad)
+		}
 	}
 }
