@@ -151,6 +151,10 @@ type Agent struct {
 
 	rewatch *broadcast // fires when the connection to NATS comes back
 
+	// refreshed is when the member record was last refreshed (UnixNano;
+	// see sessionLive).
+	refreshed atomic.Int64
+
 	// leader is this member's leader state while it leads, nil otherwise.
 	leader atomic.Pointer[leader]
 	hbKick chan struct{}

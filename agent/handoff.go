@@ -29,6 +29,13 @@ import (
 // acknowledgement was lost and that did not land.
 const releaseAttempts = 3
 
+// staleDelivery is how long after it was stored a release entry may reach
+// its successor's tailer for the successor to trust that nothing followed
+// it (the pending count the server sent with it). A later delivery (the
+// process was paused, or the clocks disagree) is checked with the server
+// first.
+const staleDelivery = time.Second
+
 // Release implements httpapi.Backend: the worker stopped a revoked task.
 // From now on this member refuses the task's commits. It waits for a
 // commit in flight. Under a revoke that asks for a direct hand-off the
@@ -189,6 +196,14 @@ func (a *Agent) takeOver(t *task, rel restore.Release) bool {
 			Msg("a release entry names this member but later messages follow it; not taking the task over")
 		return false
 	}
+	if (!a.sessionLive() || rel.Received.Sub(rel.Stored) > staleDelivery) && !a.stillLast(t.id, rel.Seq) {
+		// The entry reached the tailer long after it was stored, or while
+		// this member's session may have lapsed (a pause): its pending
+		// count is old, and the group may have moved on since.
+		a.log.Warn().Str(fTask, t.id).Uint64(fSeq, rel.Seq).Uint64(fEpoch, rel.Epoch).
+			Msg("a release entry names this member, but this member's session may have lapsed and later messages follow it; not taking the task over")
+		return false
+	}
 	t.commitMu.Lock()
 	a.mu.Lock()
 	t.mu.Lock()
@@ -208,12 +223,23 @@ func (a *Agent) takeOver(t *task, rel restore.Release) bool {
 	return true
 }
 
+// stillLast reports whether seq is still the last message of task's
+// subject, asking the server.
+func (a *Agent) stillLast(task string, seq uint64) bool {
+	ctx, cancel := context.WithTimeout(a.bgCtx, 5*time.Second)
+	defer cancel()
+	last, err := a.tails.log.Last(ctx, task)
+	return err == nil && last == seq
+}
+
 // takeOverStateless makes this member the owner of the stateless task a
 // hand-off message names, unless it owns it already or the message is
-// stale.
+// stale. A message that came while this member's session may have lapsed
+// is ignored: the leader hands the task over from the release it recorded,
+// or has moved it elsewhere.
 func (a *Agent) takeOverStateless(h group.Handoff) {
 	seen := time.Now()
-	if stateful, ok := a.taskKind(h.Task); !ok || stateful || h.Epoch == 0 {
+	if stateful, ok := a.taskKind(h.Task); !ok || stateful || h.Epoch == 0 || !a.sessionLive() {
 		return
 	}
 	a.mu.Lock()

@@ -28,6 +28,9 @@ func (a *Agent) runHeartbeat(ctx context.Context) error {
 		hctx, cancel := context.WithTimeout(ctx, ttl/3)
 		err := a.claim.Refresh(hctx, a.record())
 		cancel()
+		if err == nil {
+			a.refreshed.Store(time.Now().UnixNano())
+		}
 		var taken *group.MemberTakenError
 		if errors.As(err, &taken) {
 			return err
@@ -42,6 +45,15 @@ func (a *Agent) runHeartbeat(ctx context.Context) error {
 		case <-a.hbKick:
 		}
 	}
+}
+
+// sessionLive reports whether this member's record was refreshed recently
+// enough (within half a session timeout, on this process's clock) that the
+// group cannot have counted it dead: a process that was paused, or cut off
+// from NATS, must not trust what it received before.
+func (a *Agent) sessionLive() bool {
+	last := a.refreshed.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < a.config().SessionTimeout.D()/2
 }
 
 // claimMemberID takes the member ID for this agent (group.ClaimMember)

@@ -127,10 +127,10 @@ func (h *Harness) onGeneration(what string, judge func(group.MemberAssignment) s
 }
 
 // OnReleaseEntry starts watching the group's changelog and calls fire, from
-// the trigger's goroutine, with the task, successor and epoch of the first
-// release entry appended after it started; then it stops. The watch is in
-// place when OnReleaseEntry returns.
-func (h *Harness) OnReleaseEntry(what string, fire func(task, successor string, epoch uint64)) *Trigger {
+// the trigger's goroutine, with the task, successor and epoch of each
+// release entry appended after it started, until fire reports that it
+// acted; then it stops. The watch is in place when OnReleaseEntry returns.
+func (h *Harness) OnReleaseEntry(what string, fire func(task, successor string, epoch uint64) bool) *Trigger {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	fail := func(err error) {
@@ -168,7 +168,9 @@ func (h *Harness) OnReleaseEntry(what string, fire func(task, successor string, 
 				continue
 			}
 			task := m.Subject()[strings.LastIndexByte(m.Subject(), '.')+1:]
-			fire(task, e.Successor, e.Epoch)
+			if !fire(task, e.Successor, e.Epoch) {
+				continue
+			}
 			tr.inFlight = fmt.Sprintf("release entry of %s to %s at epoch %d", task, e.Successor, e.Epoch)
 			return
 		}
