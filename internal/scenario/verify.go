@@ -38,9 +38,9 @@ type Report struct {
 	// changelogs: the direct hand-offs of stateful tasks, the group's start
 	// included.
 	Releases int
-	Commits     int
-	Refused     int
-	Restarts    int
+	Commits  int
+	Refused  int
+	Restarts int
 }
 
 // PauseDurations returns the pauses' durations.
