@@ -193,6 +193,7 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			took.catchUp += time.Since(t0)
 			replayed += n
 			if a.takenOver(t, epoch) {
+				a.metrics.activationReplayed.Add(float64(replayed))
 				return
 			}
 			if errors.Is(err, restore.ErrLost) {

@@ -246,6 +246,7 @@ func (u *run) add(msg jetstream.Msg, received time.Time) error {
 		if err := u.flush(); err != nil {
 			return err
 		}
+		u.report(true) // what was replayed up to the entry, before a takeover silences the reports
 		takenOver = u.r.opts.OnRelease(Release{Seq: seq, Epoch: e.Epoch, Successor: e.Successor,
 			Stored: md.Timestamp, Received: received, Last: md.NumPending == 0})
 		u.takenOver = takenOver
