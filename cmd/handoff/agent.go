@@ -187,7 +187,7 @@ func closeLogged(log zerolog.Logger, what string, close func() error) {
 func storeOptions(cfg Config) statestore.Options {
 	minFree := int64(cfg.StoreMinFreeMB) << 20
 	if minFree == 0 {
-		minFree = -1 // no check
+		minFree = -1 // no reserve
 	}
 	return statestore.Options{MinFree: minFree, OnCorrupt: statestore.CorruptPolicy(cfg.OnCorruptStore)}
 }

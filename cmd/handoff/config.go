@@ -56,7 +56,7 @@ type Config struct {
 	NATS nats
 
 	// StoreMinFreeMB is the free space the local store keeps on its disk
-	// (0: no check); OnCorruptStore what a start does with a corrupt one.
+	// (0: no reserve); OnCorruptStore what a start does with a corrupt one.
 	StoreMinFreeMB int
 	OnCorruptStore string
 	// AcceptStateLoss is a task spec: tasks this member starts empty when
@@ -194,7 +194,7 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.DurationVar(&c.APIBodyTimeout, "api-body-timeout", c.APIBodyTimeout, "the API answers 408 to a request whose body takes `longer` to arrive (long-polls have none)")
 	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API serves at once; more wait until one closes")
 
-	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no check)")
+	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no reserve; a start still waits for room to open the store)")
 	fs.Var(specValue{&c.AcceptStateLoss}, "accept-state-loss", "stateful task `IDs` (like --tasks) this member starts empty although the group shows they had state that is gone (their changelog was purged); remove once they run")
 	fs.StringVar(&c.OnCorruptStore, "on-corrupt-store", c.OnCorruptStore, "`policy` for a local store found corrupt: rebuild (move it aside, restore the tasks from snapshots and the changelog) or fail")
 
@@ -440,7 +440,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--worker-timeout %v: use more than the %v a worker may take between two polls, e.g. %v", c.WorkerTimeout, httpapi.DefaultWorkerGrace, agent.DefaultWorkerTimeout))
 	}
 	if c.StoreMinFreeMB < 0 {
-		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no check) or more", c.StoreMinFreeMB))
+		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no reserve) or more", c.StoreMinFreeMB))
 	}
 	switch statestore.CorruptPolicy(c.OnCorruptStore) {
 	case statestore.Rebuild, statestore.Fail:

@@ -4,57 +4,19 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/internal/disktest"
 )
-
-// mountTmpfs mounts a tmpfs of size under the test's temporary directory,
-// or skips the test where that is not allowed.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
-	return dir
-}
-
-// fillDisk writes a file into dir until its disk is full.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "fill")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill %s: %v", dir, err)
-			}
-			return path
-		}
-	}
-}
 
 // commitHTTP commits one 8 KiB value to task at epoch and returns the
 // status and error code.
@@ -86,7 +48,7 @@ func TestFullDiskProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the agent as a child process")
 	}
-	disk := mountTmpfs(t, "16m")
+	disk := disktest.Mount(t, "16m")
 	dataDir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(disk, "state"), 0o755); err != nil {
 		t.Fatal(err)
@@ -122,7 +84,7 @@ func TestFullDiskProcess(t *testing.T) {
 	i := 0
 	until("a first commit", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s == http.StatusOK })
 
-	fill := fillDisk(t, disk)
+	fill := disktest.Fill(t, disk)
 	until("commits refused", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s != http.StatusOK })
 	for range 200 {
 		i++
@@ -149,13 +111,22 @@ func TestFullDiskProcess(t *testing.T) {
 		t.Fatalf("exit status after SIGTERM = %d, want 0", code)
 	}
 
-	// A start on the full disk waits for space, and SIGTERM ends the wait.
-	fill = fillDisk(t, disk)
-	b := spawnAgent(t, "m1 on a full disk", nil, args...)
-	b.waitLog("local store: waiting for free space", startDeadline)
-	b.signal(syscall.SIGTERM)
-	if code := b.waitExit(exitDeadline); code != 1 {
-		t.Fatalf("exit status after SIGTERM while waiting for space = %d, want 1", code)
+	// A start on the full disk waits for space, and SIGTERM ends the wait;
+	// without a reserve too, as opening the store needs room to flush what
+	// its WAL files hold (Pebble would retry that flush for ever).
+	fill = disktest.Fill(t, disk)
+	noReserve := slices.Clone(args)
+	noReserve[slices.Index(noReserve, "--store-min-free-mb")+1] = "0"
+	for _, c := range []struct {
+		name string
+		args []string
+	}{{"m1 on a full disk", args}, {"m1 on a full disk without a reserve", noReserve}} {
+		b := spawnAgent(t, c.name, nil, c.args...)
+		b.waitLog("local store: waiting for free space", startDeadline)
+		b.signal(syscall.SIGTERM)
+		if code := b.waitExit(exitDeadline); code != 1 {
+			t.Fatalf("%s: exit status after SIGTERM while waiting for space = %d, want 1", c.name, code)
+		}
 	}
 	if err := os.Remove(fill); err != nil {
 		t.Fatal(err)
