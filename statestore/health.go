@@ -176,7 +176,7 @@ func (h *health) backgroundError(err error) {
 	h.bgErr = err
 	h.mu.Unlock()
 	if pebble.IsCorruptionError(err) {
-		h.corrupt(err.Error())
+		h.corrupt(firstLine(err.Error()))
 	} else if e, n, ok := h.limit.allow(h.log.Error(), "background "+err.Error()); ok {
 		e.Err(err).Int(logSuppressed, n).Str(logDir, h.dir).Msg("local store: a flush or compaction failed; retrying in a second")
 	}
@@ -222,7 +222,7 @@ func (h *health) listener() *pebble.EventListener {
 	return &pebble.EventListener{
 		BackgroundError: h.backgroundError,
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
-			h.corrupt(info.String())
+			h.corrupt(corruptionReason(info))
 		},
 		FlushEnd:      func(info pebble.FlushInfo) { h.jobEnd(info.Err) },
 		CompactionEnd: func(info pebble.CompactionInfo) { h.jobEnd(info.Err) },
