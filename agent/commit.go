@@ -97,6 +97,9 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 		// Refused before the append: nothing is in the changelog.
 		return api.CommitResult{}, fmt.Errorf("%w: the local store of member %s takes no writes (%w); nothing was written: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, err)
 	}
+	if err := a.recordCommitted(ctx, id, st.epoch); err != nil {
+		return api.CommitResult{}, fmt.Errorf("%w: %w; nothing was written: retry", api.ErrUnavailable, err)
+	}
 	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
 	if len(req.Puts) > 0 {
 		e.Puts = make([]statestore.KV, len(req.Puts))

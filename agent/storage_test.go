@@ -1,18 +1,21 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/group"
@@ -208,6 +211,65 @@ func TestPurgedChangelogRefusesActivation(t *testing.T) {
 	})
 }
 
+// A task that never changed owner (still at epoch 1) but had commits, whose
+// changelog was purged whole while its only copy was lost with its
+// member's data dir, is refused as lost too, not started empty: the
+// group recorded its first commit. The refusal names the epoch /group
+// shows.
+func TestPurgedChangelogRefusesTaskThatNeverMoved(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0", ""))
+	c.registry = map[string]*prometheus.Registry{"m1": prometheus.NewRegistry()}
+	var logs syncBuffer
+	c.agentOptions = func(id string, o *agent.Options) { o.Logger = zerolog.New(&logs) }
+	m1 := c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active on m1", func() error { return c.activeEverywhere(c.view()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 5 {
+		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stop("m1")
+	if err := os.RemoveAll(m1.dir); err != nil {
+		t.Fatal(err)
+	}
+	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Stream().Purge(ctx, jetstream.WithPurgeSubject(log.Subject("orders-0"))); err != nil {
+		t.Fatal(err)
+	}
+
+	c.registry["m1"] = prometheus.NewRegistry()
+	m1 = c.start("m1")
+	waitFor(t, 30*time.Second, "the refused activation to be counted", func() error {
+		if n := counterValue(t, c.registry["m1"], "handoff_restore_refused_total"); n != 1 {
+			return fmt.Errorf("handoff_restore_refused_total = %v", n)
+		}
+		return nil
+	})
+	if _, err := m1.a.Commit(ctx, "orders-0", putReq("x")); !errors.Is(err, api.ErrNotOwner) {
+		t.Fatalf("commit to a task whose state is lost = %v, want ErrNotOwner", err)
+	}
+	if _, ok, err := m1.store.Meta("orders-0"); ok || err != nil {
+		t.Fatalf("m1 holds orders-0 (%v, %v), want nothing", ok, err)
+	}
+	var epoch uint64
+	for _, task := range c.view().Tasks {
+		if task.ID == "orders-0" {
+			epoch = task.Epoch
+		}
+	}
+	if epoch != 1 {
+		t.Fatalf("/group shows orders-0 at epoch %d, want the task never to have moved (epoch 1)", epoch)
+	}
+	if logs.lines("task state is lost") != 1 || logs.lines(fmt.Sprintf("records it at epoch %d, with a commit of its worker", epoch)) != 1 {
+		t.Fatalf("want one refusal naming epoch %d and the recorded commit; log:\n%s", epoch, logs.String())
+	}
+}
+
 // A member whose store was found corrupt starts with it moved aside and
 // empty, counts the rebuild, and restores its task from the changelog.
 func TestCorruptStoreRebuiltFromChangelog(t *testing.T) {
@@ -253,4 +315,33 @@ func TestCorruptStoreRebuiltFromChangelog(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// lines counts the lines that contain substr.
+func (b *syncBuffer) lines(substr string) int {
+	n := 0
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, substr) {
+			n++
+		}
+	}
+	return n
 }
