@@ -80,6 +80,8 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			ReadHeaderTimeout: cfg.APIReadHeaderTimeout,
 			BodyReadTimeout:   cfg.APIBodyTimeout,
 			MaxConns:          cfg.APIMaxConns,
+			MaxRequests:       cfg.APIMaxRequests,
+			MaxLongPolls:      cfg.APIMaxLongPolls,
 			Metrics:           promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 			Logger:            log.With().Str("component", "api").Logger(),
 		},
