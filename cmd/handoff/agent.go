@@ -168,7 +168,7 @@ func dialOrEmbed(cfg Config, log zerolog.Logger) (*natsgo.Conn, func(), error) {
 		join += " and the same --nats-user and --nats-password"
 	}
 	log.Info().Str("url", srv.ClientURL()).Msg("embedded NATS server started; other agents join with " + join)
-	nc, err := srv.InProcessConn(natsgo.Name("handoff-agent-"+cfg.MemberID), natsgo.MaxReconnects(-1))
+	nc, err := srv.InProcessConn(natsgo.Name("handoff-agent-"+cfg.MemberID), natsgo.MaxReconnects(-1), clientErrors(log))
 	if err != nil {
 		srv.Shutdown()
 		return nil, nil, err
