@@ -1,16 +1,16 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/handoffhq/handoff/internal/logtest"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/nats-io/nats.go/jetstream"
@@ -154,6 +154,31 @@ func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
 	})
 }
 
+// loseOrders0 starts m1, makes five commits to orders-0 there, ends m1
+// with end (c.crash or c.stop), deletes its data dir and purges the task's
+// changelog: nothing of the task's state is left.
+func loseOrders0(ctx context.Context, t *testing.T, c *cluster, end func(string)) {
+	t.Helper()
+	m1 := c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active on m1", func() error { return c.activeEverywhere(c.view()) })
+	for i := range 5 {
+		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end("m1")
+	if err := os.RemoveAll(m1.dir); err != nil {
+		t.Fatal(err)
+	}
+	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Stream().Purge(ctx, jetstream.WithPurgeSubject(log.Subject("orders-0"))); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A task whose changelog was purged whole, failing over to a member
 // without a copy, is not served empty: the activation is refused and
 // counted, until the operator accepts the loss.
@@ -166,26 +191,9 @@ func TestPurgedChangelogRefusesActivation(t *testing.T) {
 			o.AcceptStateLoss = []string{"orders-0"}
 		}
 	}
-	m1 := c.start("m1")
-	waitFor(t, 20*time.Second, "orders-0 active on m1", func() error { return c.activeEverywhere(c.view()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for i := range 5 {
-		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.crash("m1")
-	if err := os.RemoveAll(m1.dir); err != nil {
-		t.Fatal(err)
-	}
-	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := log.Stream().Purge(ctx, jetstream.WithPurgeSubject(log.Subject("orders-0"))); err != nil {
-		t.Fatal(err)
-	}
+	loseOrders0(ctx, t, c, c.crash)
 
 	m2 := c.start("m2")
 	waitFor(t, 30*time.Second, "the refused activation to be counted", func() error {
@@ -219,31 +227,14 @@ func TestPurgedChangelogRefusesActivation(t *testing.T) {
 func TestPurgedChangelogRefusesTaskThatNeverMoved(t *testing.T) {
 	c := newCluster(t, testConfig("orders-0", ""))
 	c.registry = map[string]*prometheus.Registry{"m1": prometheus.NewRegistry()}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	c.agentOptions = func(id string, o *agent.Options) { o.Logger = zerolog.New(&logs) }
-	m1 := c.start("m1")
-	waitFor(t, 20*time.Second, "orders-0 active on m1", func() error { return c.activeEverywhere(c.view()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for i := range 5 {
-		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.stop("m1")
-	if err := os.RemoveAll(m1.dir); err != nil {
-		t.Fatal(err)
-	}
-	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := log.Stream().Purge(ctx, jetstream.WithPurgeSubject(log.Subject("orders-0"))); err != nil {
-		t.Fatal(err)
-	}
+	loseOrders0(ctx, t, c, c.stop)
 
 	c.registry["m1"] = prometheus.NewRegistry()
-	m1 = c.start("m1")
+	m1 := c.start("m1")
 	waitFor(t, 30*time.Second, "the refused activation to be counted", func() error {
 		if n := counterValue(t, c.registry["m1"], "handoff_restore_refused_total"); n != 1 {
 			return fmt.Errorf("handoff_restore_refused_total = %v", n)
@@ -265,7 +256,7 @@ func TestPurgedChangelogRefusesTaskThatNeverMoved(t *testing.T) {
 	if epoch != 1 {
 		t.Fatalf("/group shows orders-0 at epoch %d, want the task never to have moved (epoch 1)", epoch)
 	}
-	if logs.lines("task state is lost") != 1 || logs.lines(fmt.Sprintf("records it at epoch %d, with a commit of its worker", epoch)) != 1 {
+	if logs.Count("task state is lost") != 1 || logs.Count(fmt.Sprintf("records it at epoch %d, with a commit of its worker", epoch)) != 1 {
 		t.Fatalf("want one refusal naming epoch %d and the recorded commit; log:\n%s", epoch, logs.String())
 	}
 }
@@ -315,33 +306,4 @@ func TestCorruptStoreRebuiltFromChangelog(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// lines counts the lines that contain substr.
-func (b *syncBuffer) lines(substr string) int {
-	n := 0
-	for _, l := range strings.Split(b.String(), "\n") {
-		if strings.Contains(l, substr) {
-			n++
-		}
-	}
-	return n
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/internal/logtest"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
 
@@ -124,7 +126,7 @@ func TestSmallDiskTakesWritesWhileDataFits(t *testing.T) {
 func TestShortOfSpaceFlushesWALs(t *testing.T) {
 	disk := disktest.Mount(t, "600m")
 	dir := filepath.Join(disk, "state")
-	var logs syncBuffer
+	var logs logtest.Buffer
 	s := openDisk(t, bigDiskFS(vfs.Default), dir, Options{Logger: zerolog.New(&logs)})
 	if s.memTable != maxMemTableSize {
 		t.Fatalf("memtable size on a 1 TiB disk = %s, want %s", mib(s.memTable), mib(maxMemTableSize))
@@ -140,9 +142,9 @@ func TestShortOfSpaceFlushesWALs(t *testing.T) {
 	atFirst := f.data()
 	pollUntil(t, time.Now().Add(30*time.Second), func() bool { return f.next() == nil }, func() string {
 		u := storeUsage(vfs.Default, dir)
-		return fmt.Sprintf("writes never resumed after the reserve tripped with %s of data (%v); WAL files take %s\n%s", mib(atFirst), first, mib(u.wal), logs.b.String())
+		return fmt.Sprintf("writes never resumed after the reserve tripped with %s of data (%v); WAL files take %s\n%s", mib(atFirst), first, mib(u.wal), logs.String())
 	})
-	if logs.lines("flushing its memtables") == 0 {
+	if logs.Count("flushing its memtables") == 0 {
 		t.Error("no log line for the flush")
 	}
 }
@@ -253,7 +255,7 @@ func (noUsageFS) GetDiskUsage(string) (vfs.DiskUsage, error) {
 // its context ends; the abandoned open closes the store once it completes.
 func TestOpenWaitAnswersContextWhilePebbleIsStuck(t *testing.T) {
 	dir, fill, applied := storeOnFullDisk(t)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	opts := Options{FS: noUsageFS{vfs.Default}, MinFree: -1, Logger: zerolog.New(&logs)}
 	ctx, cancel := context.WithCancel(t.Context())
 	res := make(chan openResult, 1)
@@ -261,8 +263,8 @@ func TestOpenWaitAnswersContextWhilePebbleIsStuck(t *testing.T) {
 		s, err := OpenWait(ctx, dir, opts)
 		res <- openResult{s, err}
 	}()
-	pollUntil(t, time.Now().Add(30*time.Second), func() bool { return logs.lines("a flush or compaction failed") > 0 },
-		func() string { return "no failed flush while opening on a full disk:\n" + logs.b.String() })
+	pollUntil(t, time.Now().Add(30*time.Second), func() bool { return logs.Count("a flush or compaction failed") > 0 },
+		func() string { return "no failed flush while opening on a full disk:\n" + logs.String() })
 	cancel()
 	select {
 	case r := <-res:
@@ -281,7 +283,7 @@ func TestOpenWaitAnswersContextWhilePebbleIsStuck(t *testing.T) {
 		s, err = Open(dir, Options{MinFree: -1, Logger: zerolog.Nop()})
 		return err == nil
 	}, func() string {
-		return fmt.Sprintf("the abandoned open never released the store: %v\n%s", err, logs.b.String())
+		return fmt.Sprintf("the abandoned open never released the store: %v\n%s", err, logs.String())
 	})
 	defer s.Close()
 	wantMeta(t, s, Meta{Task: "t", Applied: applied, Epoch: 1})

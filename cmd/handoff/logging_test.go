@@ -6,9 +6,10 @@ import (
 	"errors"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/handoffhq/handoff/internal/logtest"
 
 	"github.com/handoffhq/handoff/internal/natstest"
 )
@@ -70,7 +71,7 @@ func TestNATSClientErrorsAreLogLines(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.DataDir, cfg.MemberID = t.TempDir(), "m1"
 			cfg.NATS.URL, cfg.NATS.EmbeddedListen = c.nats, "127.0.0.1:0"
-			var buf syncWriter
+			var buf logtest.Buffer
 			nc, stop, err := dialOrEmbed(cfg, newLogger(&buf, "info", "json", nil))
 			if err != nil {
 				t.Fatal(err)
@@ -90,22 +91,4 @@ func TestNATSClientErrorsAreLogLines(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncWriter is a log sink safe for concurrent writes.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
