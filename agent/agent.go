@@ -138,6 +138,10 @@ type Agent struct {
 
 	conf atomic.Pointer[groupConfig] // the group config in force
 
+	// committed holds the tasks whose committed record is known to exist
+	// (history.go); lock-free.
+	committed sync.Map
+
 	// mu guards the member's runtime state below.
 	mu           sync.Mutex
 	tasks        map[string]*task

@@ -96,6 +96,9 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 		// Refused before the append: nothing is in the changelog.
 		return api.CommitResult{}, fmt.Errorf("%w: the local store of member %s takes no writes (%w); nothing was written: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, err)
 	}
+	if err := a.recordCommitted(ctx, id, st.epoch); err != nil {
+		return api.CommitResult{}, fmt.Errorf("%w: %w; nothing was written: retry", api.ErrUnavailable, err)
+	}
 	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
 	if len(req.Puts) > 0 {
 		e.Puts = make([]statestore.KV, len(req.Puts))
@@ -180,7 +183,10 @@ func (a *Agent) Get(id string, key []byte) ([]byte, error) {
 	if errors.Is(err, statestore.ErrNotFound) {
 		return nil, fmt.Errorf("%w: task %s has no key %q", api.ErrNotFound, t.id, key)
 	}
-	return v, err
+	if err != nil {
+		return nil, a.readFailed(id, err)
+	}
+	return v, nil
 }
 
 // Scan implements httpapi.Backend.
@@ -190,13 +196,24 @@ func (a *Agent) Scan(id string, o api.ScanOptions) ([]api.KV, error) {
 	}
 	kvs, err := a.store.Scan(id, statestore.ScanOptions{Prefix: o.Prefix, Start: o.Start, Limit: o.Limit})
 	if err != nil {
-		return nil, fmt.Errorf("scan %s: %w", id, err)
+		return nil, a.readFailed(id, err)
 	}
 	out := make([]api.KV, len(kvs))
 	for i, kv := range kvs {
 		out[i] = api.KV{Key: kv.Key, Value: kv.Value}
 	}
 	return out, nil
+}
+
+// readFailed is the error of a read of task id that the local store
+// failed: 503 unavailable at once. A store that failed for good or is
+// corrupt refuses every call from then on, and the agent stops so that the
+// group moves its tasks.
+func (a *Agent) readFailed(id string, err error) error {
+	if errors.Is(err, statestore.ErrCorrupt) || errors.Is(err, statestore.ErrFailed) || errors.Is(err, statestore.ErrClosed) {
+		return fmt.Errorf("%w: the local store of member %s cannot serve task %s (%w); this member stops and the task moves: retry on its new owner once /assignment names it", api.ErrUnavailable, a.opts.MemberID, id, err)
+	}
+	return fmt.Errorf("%w: the local store of member %s failed to read task %s (%w); retry", api.ErrUnavailable, a.opts.MemberID, id, err)
 }
 
 // readableTask checks that the worker may read a task's state: it is

@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/internal/logtest"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/group"
@@ -151,6 +154,31 @@ func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
 	})
 }
 
+// loseOrders0 starts m1, makes five commits to orders-0 there, ends m1
+// with end (c.crash or c.stop), deletes its data dir and purges the task's
+// changelog: nothing of the task's state is left.
+func loseOrders0(ctx context.Context, t *testing.T, c *cluster, end func(string)) {
+	t.Helper()
+	m1 := c.start("m1")
+	waitFor(t, 20*time.Second, "orders-0 active on m1", func() error { return c.activeEverywhere(c.view()) })
+	for i := range 5 {
+		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end("m1")
+	if err := os.RemoveAll(m1.dir); err != nil {
+		t.Fatal(err)
+	}
+	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Stream().Purge(ctx, jetstream.WithPurgeSubject(log.Subject("orders-0"))); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A task whose changelog was purged whole, failing over to a member
 // without a copy, is not served empty: the activation is refused and
 // counted, until the operator accepts the loss.
@@ -163,26 +191,9 @@ func TestPurgedChangelogRefusesActivation(t *testing.T) {
 			o.AcceptStateLoss = []string{"orders-0"}
 		}
 	}
-	m1 := c.start("m1")
-	waitFor(t, 20*time.Second, "orders-0 active on m1", func() error { return c.activeEverywhere(c.view()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for i := range 5 {
-		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.crash("m1")
-	if err := os.RemoveAll(m1.dir); err != nil {
-		t.Fatal(err)
-	}
-	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := log.Stream().Purge(ctx, jetstream.WithPurgeSubject(log.Subject("orders-0"))); err != nil {
-		t.Fatal(err)
-	}
+	loseOrders0(ctx, t, c, c.crash)
 
 	m2 := c.start("m2")
 	waitFor(t, 30*time.Second, "the refused activation to be counted", func() error {
@@ -206,6 +217,48 @@ func TestPurgedChangelogRefusesActivation(t *testing.T) {
 		_, err := m2.a.Commit(ctx, "orders-0", putReq("after"))
 		return err
 	})
+}
+
+// A task that never changed owner (still at epoch 1) but had commits, whose
+// changelog was purged whole while its only copy was lost with its
+// member's data dir, is refused as lost too, not started empty: the
+// group recorded its first commit. The refusal names the epoch /group
+// shows.
+func TestPurgedChangelogRefusesTaskThatNeverMoved(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0", ""))
+	c.registry = map[string]*prometheus.Registry{"m1": prometheus.NewRegistry()}
+	var logs logtest.Buffer
+	c.agentOptions = func(id string, o *agent.Options) { o.Logger = zerolog.New(&logs) }
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	loseOrders0(ctx, t, c, c.stop)
+
+	c.registry["m1"] = prometheus.NewRegistry()
+	m1 := c.start("m1")
+	waitFor(t, 30*time.Second, "the refused activation to be counted", func() error {
+		if n := counterValue(t, c.registry["m1"], "handoff_restore_refused_total"); n != 1 {
+			return fmt.Errorf("handoff_restore_refused_total = %v", n)
+		}
+		return nil
+	})
+	if _, err := m1.a.Commit(ctx, "orders-0", putReq("x")); !errors.Is(err, api.ErrNotOwner) {
+		t.Fatalf("commit to a task whose state is lost = %v, want ErrNotOwner", err)
+	}
+	if _, ok, err := m1.store.Meta("orders-0"); ok || err != nil {
+		t.Fatalf("m1 holds orders-0 (%v, %v), want nothing", ok, err)
+	}
+	var epoch uint64
+	for _, task := range c.view().Tasks {
+		if task.ID == "orders-0" {
+			epoch = task.Epoch
+		}
+	}
+	if epoch != 1 {
+		t.Fatalf("/group shows orders-0 at epoch %d, want the task never to have moved (epoch 1)", epoch)
+	}
+	if logs.Count("task state is lost") != 1 || logs.Count(fmt.Sprintf("records it at epoch %d, with a commit of its worker", epoch)) != 1 {
+		t.Fatalf("want one refusal naming epoch %d and the recorded commit; log:\n%s", epoch, logs.String())
+	}
 }
 
 // A member whose store was found corrupt starts with it moved aside and

@@ -172,7 +172,7 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		return
 	}
 	var replayed uint64 // messages this activation had to replay itself
-	hist, lost := a.taskHistory(t.id, epoch, handoffSeq), false
+	hist, lost := a.taskHistory(ctx, t.id, epoch, handoffSeq), false
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		if err := a.store.Writable(); errors.Is(err, statestore.ErrFull) {
 			// The store logs its full disk; append no marker it cannot apply.

@@ -117,6 +117,10 @@ func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 		if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 			// A test's recorder has no connection, and nothing to bound.
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout))
+			// While the body arrives, the connection may make room for a
+			// new one (admission.go).
+			s.admit.bodyStarted(r)
+			r.Body = &trackedBody{ReadCloser: r.Body, done: func() { s.admit.bodyDone(r) }}
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -380,30 +380,3 @@ func TestBodyTimeoutSparesSlowCommitsAndLongPolls(t *testing.T) {
 		t.Fatalf("long-poll: %v", err)
 	}
 }
-
-// TestMaxConns holds the API's only two connection slots: a third client
-// waits, and is served once a slot frees.
-func TestMaxConns(t *testing.T) {
-	addr := listening(t, seeded(), Options{MaxConns: 2})
-	get := "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
-	var held []net.Conn
-	for range 2 {
-		c := rawConn(t, addr)
-		fmt.Fprint(c, get)
-		if resp, _, err := readResponse(t, c, bufio.NewReader(c), 10*time.Second); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("connection %d within the cap: %v %v", len(held)+1, resp, err)
-		}
-		held = append(held, c) // kept alive: it holds its slot
-	}
-
-	third := rawConn(t, addr)
-	fmt.Fprint(third, get)
-	br := bufio.NewReader(third)
-	if resp, _, err := readResponse(t, third, br, 300*time.Millisecond); err == nil {
-		t.Fatalf("a third connection was served (%d) while two held the cap of 2", resp.StatusCode)
-	}
-	held[0].Close()
-	if resp, _, err := readResponse(t, third, br, 10*time.Second); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("the waiting connection once a slot freed: %v %v, want 200", resp, err)
-	}
-}

@@ -35,9 +35,6 @@ const (
 	DefaultBodyReadTimeout = 30 * time.Second
 	// DefaultIdleTimeout closes a kept-alive connection idle this long.
 	DefaultIdleTimeout = 2 * time.Minute
-	// DefaultMaxConns is how many connections the API serves at once;
-	// more wait until one closes.
-	DefaultMaxConns = 512
 )
 
 // Log field names.
@@ -82,9 +79,15 @@ type Options struct {
 	BodyReadTimeout   time.Duration
 	// IdleTimeout closes kept-alive connections idle this long.
 	IdleTimeout time.Duration
-	// MaxConns bounds the connections served at once; further ones wait
-	// (in the kernel's accept queue) until one closes.
-	MaxConns int
+	// MaxConns bounds the connections open at once: a new one takes the
+	// place of the oldest that sent no complete, admitted request yet (or
+	// is sending a body, or is idle), or is answered 503 (admission.go).
+	// MaxRequests bounds the requests other than long-polls that run at
+	// once (more are answered 503 at once), and MaxLongPolls the waiting
+	// long-polls (the oldest answers at once to make room).
+	MaxConns     int
+	MaxRequests  int
+	MaxLongPolls int
 	// Metrics, if non-nil, is served at /metrics (promhttp's handler).
 	Metrics http.Handler
 	// Worker, if non-nil, is told when the worker attaches and detaches
@@ -128,6 +131,12 @@ func (o *Options) setDefaults() {
 	if o.MaxConns <= 0 {
 		o.MaxConns = DefaultMaxConns
 	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = DefaultMaxRequests
+	}
+	if o.MaxLongPolls <= 0 {
+		o.MaxLongPolls = DefaultMaxLongPolls
+	}
 }
 
 // Server serves the worker-facing API over a Backend. Handler may be used
@@ -160,6 +169,7 @@ type Server struct {
 	shutdownSentOnce sync.Once
 
 	worker *workerTracker // nil without Options.Worker
+	admit  *admission
 }
 
 // New returns a Server for b. It does not listen yet.
@@ -168,6 +178,7 @@ func New(b Backend, o Options) *Server {
 	s := &Server{b: b, opts: o, log: o.Logger, shutdownSent: make(chan struct{}),
 		hosts: map[string]bool{}, cross: http.NewCrossOriginProtection()}
 	s.worker = newWorkerTracker(o.Worker, o.WorkerGrace)
+	s.admit = newAdmission(o)
 	if o.Token != "" {
 		s.tokenSum = sha256.Sum256([]byte(o.Token))
 	}
@@ -209,7 +220,7 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 		s.hosts[host] = true
 		s.hostsMu.Unlock()
 	}
-	s.ln = limitListener(ln, s.opts.MaxConns)
+	s.ln = s.admit.listener(ln)
 	return ln.Addr(), nil
 }
 
@@ -230,6 +241,8 @@ func (s *Server) Run(ctx context.Context) error {
 		Handler:           s.mux,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
+		ConnState:         s.admit.connState,
+		ConnContext:       connContext,
 		// No ReadTimeout: it would count the headers' time against the
 		// body's; bodyDeadline gives a body its own budget once the
 		// headers are in. No WriteTimeout: long-polls legitimately last
@@ -282,7 +295,7 @@ func (s *Server) routes() *chi.Mux {
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
+		r.Use(s.authenticate, s.admitRequests)
 		r.Get("/assignment", s.assignment)
 		r.Post("/tasks/{id}/release", s.release)
 		r.Get("/tasks/{id}/state", s.scan)

@@ -2,6 +2,8 @@ package restore_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,6 +41,7 @@ func TestPurgedChangelogWithHistoryRefused(t *testing.T) {
 		{"no history", restore.History{}, false},
 		{"earlier epoch", restore.History{Epoch: 1}, true},
 		{"known sequence", restore.History{Seq: last}, true},
+		{"committed at its first epoch", restore.History{Committed: true, Current: 1}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -46,6 +49,9 @@ func TestPurgedChangelogWithHistoryRefused(t *testing.T) {
 			err := restore.New(e.log, store, restore.Options{Task: "t", History: c.history}).Run(ctx)
 			if c.lost != errors.Is(err, restore.ErrLost) || (!c.lost && err != nil) {
 				t.Fatalf("Run with history %+v = %v, want lost %v", c.history, err, c.lost)
+			}
+			if c.history.Current > 0 && !strings.Contains(err.Error(), fmt.Sprintf("at epoch %d", c.history.Current)) {
+				t.Fatalf("Run with history %+v = %v, want it to name epoch %d", c.history, err, c.history.Current)
 			}
 			if _, ok, err := store.Meta("t"); ok || err != nil {
 				t.Fatalf("Meta after Run = ok %v, %v; want nothing", ok, err)

@@ -55,7 +55,8 @@ type Options struct {
 	Tail bool
 	// MaxBatchBytes is how many bytes of changelog messages Run gathers
 	// into one store batch before it applies them; 0 means
-	// DefaultMaxBatchBytes. Run also applies what it has when it reaches
+	// DefaultMaxBatchBytes, or less on a store that takes smaller batches
+	// (statestore.Store.BatchBytes: a small disk). Run also applies what it has when it reaches
 	// the end of the subject and at most MaxFlushDelay after a message came.
 	MaxBatchBytes int
 	// PullMaxBytes bounds, in bytes, what the consumer buffers; 0 means
@@ -168,7 +169,7 @@ type Replayer struct {
 // New returns a Replayer of opts.Task's changelog in log into store.
 func New(log *changelog.Log, store *statestore.Store, opts Options) *Replayer {
 	if opts.MaxBatchBytes <= 0 {
-		opts.MaxBatchBytes = DefaultMaxBatchBytes
+		opts.MaxBatchBytes = min(DefaultMaxBatchBytes, store.BatchBytes())
 	}
 	if opts.PullMaxBytes <= 0 {
 		opts.PullMaxBytes = DefaultPullMaxBytes

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/handoffhq/handoff/internal/logtest"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -24,24 +26,6 @@ func openBucket(t testing.TB, e *env) *snapshot.Bucket {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// syncedLog is a zerolog writer tests can search.
-type syncedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *syncedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *syncedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // snapshotHistory commits n entries to task, snapshotting after each
@@ -239,7 +223,7 @@ func TestUnusableSnapshotFallsBack(t *testing.T) {
 			snaps := snapshotHistory(t, e, b, w, 120, snapshot.Retention{Keep: tc.keep, Margin: tc.margin}, 59, 109)
 			tc.spoil(t, e, b, snaps[1])
 
-			logs := &syncedLog{}
+			logs := &logtest.Buffer{}
 			fresh := memStore(t)
 			r := restore.New(e.log, fresh, restore.Options{Task: "t", Snapshots: b, Logger: zerolog.New(logs)})
 			err := r.Run(testContext(t))
@@ -334,7 +318,7 @@ func TestLongReplayLoadsSnapshotAndKeepsCopyIfUnusable(t *testing.T) {
 			if corrupt {
 				corruptObject(t, e, b, snaps[0])
 			}
-			logs := &syncedLog{}
+			logs := &logtest.Buffer{}
 			r := restore.New(e.log, member, restore.Options{Task: "t", Snapshots: b, Logger: zerolog.New(logs)})
 			if err := r.Run(testContext(t)); err != nil {
 				t.Fatal(err)

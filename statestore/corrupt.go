@@ -106,10 +106,23 @@ func moveAside(fs vfs.FS, dir string) (string, error) {
 	return to, nil
 }
 
-// corruptErr marks a Pebble corruption error as ErrCorrupt.
+// corruptErr marks a Pebble corruption error as ErrCorrupt, keeping the
+// first line of its message (Pebble's corruption errors carry a second
+// line and stack traces).
 func corruptErr(err error) error {
 	if pebble.IsCorruptionError(err) && !errors.Is(err, ErrCorrupt) {
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return fmt.Errorf("%w: %s", ErrCorrupt, firstLine(err.Error()))
 	}
 	return err
+}
+
+// corruptionReason says in one line what Pebble found corrupt.
+func corruptionReason(info pebble.DataCorruptionInfo) string {
+	return fmt.Sprintf("on-disk corruption: %s; bounds: %s; details: %s", info.Path, info.Bounds, firstLine(fmt.Sprint(info.Details)))
+}
+
+// firstLine returns s up to its first line break.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

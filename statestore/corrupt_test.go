@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/handoffhq/handoff/internal/logtest"
+
 	"github.com/rs/zerolog"
 )
 
@@ -64,7 +66,7 @@ func TestCorruptSSTableRebuilt(t *testing.T) {
 	const n = 2000
 	corruptStore(t, dir, n)
 
-	var logs syncBuffer
+	var logs logtest.Buffer
 	s, err := Open(dir, Options{Logger: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatalf("Open of a store with a corrupt data block: %v", err)
@@ -83,8 +85,8 @@ func TestCorruptSSTableRebuilt(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close of a corrupt store: %v", err)
 	}
-	if logs.lines("LOCAL STORE IS CORRUPT") != 1 {
-		t.Fatalf("corruption logged %d times, want once", logs.lines("LOCAL STORE IS CORRUPT"))
+	if logs.Count("LOCAL STORE IS CORRUPT") != 1 {
+		t.Fatalf("corruption logged %d times, want once", logs.Count("LOCAL STORE IS CORRUPT"))
 	}
 
 	// The fail policy leaves it where it is.
@@ -111,7 +113,7 @@ func TestCorruptSSTableRebuilt(t *testing.T) {
 		t.Fatalf("Tasks of the rebuilt store = %v, %v; want none", metas, err)
 	}
 	mustApply(t, s, "t", Commit{Seq: 1, Epoch: 1, Puts: []KV{kv("a", "b")}})
-	if logs.lines("LOCAL STORE WAS CORRUPT") != 1 {
+	if logs.Count("LOCAL STORE WAS CORRUPT") != 1 {
 		t.Fatal("the rebuild was not logged")
 	}
 }

@@ -14,13 +14,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// memTableSize is Pebble's largest memtable size. Pebble's 4 MiB default
-// makes a restore's multi-MiB batches "large batches" that each force a
-// flush; 64 MiB keeps them ordinary and halves flushes and L0 compactions
-// during a restore. Pebble grows memtables from 256 KiB up to this size, so
-// a small store does not pay for it.
-const memTableSize = 64 << 20
-
 // Store is the local state of a member's tasks. It is safe for concurrent
 // use; commits to one task are serialized, commits to different tasks run in
 // parallel. Values it returns are the caller's to keep.
@@ -33,6 +26,7 @@ type Store struct {
 	write       *pebble.WriteOptions
 	fs          vfs.FS
 	dir         string // the database's directory on fs
+	memTable    uint64 // Pebble's largest memtable size (memTableSizeFor)
 
 	health  *health
 	rebuilt *RebuildInfo // set by Open when it replaced a corrupt store
@@ -111,12 +105,7 @@ func Open(dir string, opts Options) (*Store, error) {
 // open opens the store in dir and reads what it keeps about its tasks, so
 // that corruption there shows now rather than later.
 func open(fs vfs.FS, dir string, opts Options) (*Store, error) {
-	minFree := uint64(DefaultMinFree)
-	if opts.MinFree < 0 {
-		minFree = 0
-	} else if opts.MinFree > 0 {
-		minFree = uint64(opts.MinFree)
-	}
+	minFree := opts.minFree()
 	if err := checkOpenSpace(fs, dir, minFree); err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", dir, err)
 	}
@@ -127,13 +116,18 @@ func open(fs vfs.FS, dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open store in %s: lock: %w", dir, err)
 	}
+	var total uint64
+	if du, err := fs.GetDiskUsage(dir); err == nil {
+		total = du.TotalBytes
+	}
+	memTable := memTableSizeFor(total, minFree)
 	h := newHealth(fs, dir, minFree, opts.Logger)
 	popts := &pebble.Options{
 		FS:            fs,
 		Lock:          lock,
 		Logger:        pebbleLogger{log: opts.Logger, h: h},
 		EventListener: h.listener(),
-		MemTableSize:  memTableSize,
+		MemTableSize:  memTable,
 	}
 	var db *pebble.DB
 	err = h.guard("open", func() (err error) {
@@ -149,7 +143,8 @@ func open(fs vfs.FS, dir string, opts Options) (*Store, error) {
 	if opts.Sync {
 		write = pebble.Sync
 	}
-	s := &Store{db: db, lock: lock, write: write, fs: fs, dir: dir, health: h}
+	s := &Store{db: db, lock: lock, write: write, fs: fs, dir: dir, memTable: memTable, health: h}
+	h.flush = s.flushForSpace
 	err = s.dropIncompleteLoads(opts.Logger)
 	if err == nil {
 		_, err = s.Tasks()
@@ -163,7 +158,35 @@ func open(fs vfs.FS, dir string, opts Options) (*Store, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("open store in %s: %w", dir, err)
 	}
+	if minFree > 0 && total > 0 && total < minVolume(minFree) {
+		opts.Logger.Warn().Str(logDir, dir).Str("disk", mib(total)).Str("minimum", mib(minVolume(minFree))).
+			Msg("local store: its disk is smaller than the store needs (its reserve plus 128 MiB); commits will soon be refused for want of space: grow the volume")
+	}
 	return s, nil
+}
+
+// flushForSpace flushes the memtables once the disk is short of space
+// (health.writable calls it with the free bytes), so that Pebble removes
+// or recycles the WAL files that hold them: on a small disk those files
+// take far more than their data, and as no write is let in below the
+// reserve, no memtable would fill up to free them. It starts a flush only
+// when the free space holds what the WAL files do (the sstables it writes
+// hold about as much), and reports whether it did.
+func (s *Store) flushForSpace(free uint64) bool {
+	m := s.db.Metrics()
+	if m.WAL.Size+openMargin > free { // the sstables hold about what the WALs do
+		return false
+	}
+	err := s.health.guard("flush", func() error {
+		_, err := s.db.AsyncFlush()
+		return err
+	})
+	if err != nil {
+		return false
+	}
+	s.health.log.Info().Str(logDir, s.dir).Str("data", mib(m.WAL.Size)).Str("walFiles", mib(m.WAL.PhysicalSize)).Str("free", mib(free)).
+		Msg("local store: short of space; flushing its memtables so that their WAL files are freed")
+	return true
 }
 
 // isLockConflict tells whether err from pebble.LockDirectory means someone
@@ -250,6 +273,13 @@ func (s *Store) Writable() error {
 	s.mu.RUnlock()
 	return nil
 }
+
+// BatchBytes is the most a caller should gather into one Apply: Pebble
+// treats a batch of half its memtable size or more as a large batch that
+// forces a flush of its own, and the memtable size depends on the disk
+// (memTableSizeFor): a quarter of it, 16 MiB on a disk of 2.6 GiB or
+// more, 1 MiB on the smallest.
+func (s *Store) BatchBytes() int { return int(s.memTable / 4) }
 
 // Failed is closed when the store fails for good (Err says why): its owner
 // should stop and reopen it, which rebuilds a corrupt store.

@@ -36,7 +36,7 @@ import (
 const (
 	// DefaultMinFree is the free space below which the store refuses
 	// writes: room for a flush of Pebble's largest memtable and its WAL.
-	DefaultMinFree = 2 * memTableSize
+	DefaultMinFree = 2 * maxMemTableSize
 )
 
 const (
@@ -60,13 +60,22 @@ type health struct {
 	closing  chan struct{} // closed by stop: a paused retry stops waiting
 	stopOnce sync.Once
 
+	// flush, set once Pebble is open, flushes the memtables when the disk
+	// runs short of space (Store.flushForSpace); it gets the free bytes
+	// and reports whether it started a flush.
+	flush func(free uint64) bool
+
 	mu         sync.Mutex
 	checkEvery time.Duration
 	checkedAt  time.Time
 	spaceErr   error // why the disk is short of space; nil when it is not
-	bgErr      error // the last failed flush or compaction, nil after one succeeds
-	failure    error // wraps ErrFailed or ErrCorrupt: for good
-	failed     chan struct{}
+	// flushed is set when the disk ran short of space and flush was
+	// called, and cleared when a write is let in again: one flush per
+	// shortage, not one per check.
+	flushed bool
+	bgErr   error // the last failed flush or compaction, nil after one succeeds
+	failure error // wraps ErrFailed or ErrCorrupt: for good
+	failed  chan struct{}
 }
 
 func newHealth(fs vfs.FS, dir string, minFree uint64, log zerolog.Logger) *health {
@@ -90,32 +99,53 @@ func (h *health) err() error {
 }
 
 // writable returns nil when a write may go to Pebble, or an error wrapping
-// ErrFull, ErrFailed or ErrCorrupt.
+// ErrFull, ErrFailed or ErrCorrupt. The first check that finds the disk
+// short of space since a write was last let in has the memtables flushed
+// (h.flush), so that their WAL files do not hold the disk.
 func (h *health) writable() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.failure != nil {
-		return h.failure
-	}
-	if h.minFree > 0 && time.Since(h.checkedAt) >= h.checkEvery {
-		h.checkedAt = time.Now()
-		h.spaceErr = nil
-		free, ok := freeBytes(h.fs, h.dir)
-		switch {
-		case ok && free < h.minFree:
-			h.spaceErr = fmt.Errorf("%w: %s free on the disk of %s, below the %s the store keeps in reserve", ErrFull, mib(free), h.dir, mib(h.minFree))
-		case ok && h.bgErr != nil && isNoSpace(h.bgErr):
-			// The disk has room again: a background job that failed for
-			// want of space is retried, so writes need not wait for it
-			// (refused writes fill no memtable that would make it run).
-			h.bgErr = nil
+	var flushFree uint64
+	flush, failed := false, false
+	err := func() error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.failure != nil {
+			failed = true
+			return h.failure
 		}
+		if h.minFree > 0 && time.Since(h.checkedAt) >= h.checkEvery {
+			h.checkedAt = time.Now()
+			h.spaceErr = nil
+			du, err := h.fs.GetDiskUsage(h.dir)
+			free, ok := du.AvailBytes, err == nil
+			switch {
+			case ok && free < h.minFree:
+				h.spaceErr = fmt.Errorf("%w: %s free on the disk of %s, below the %s the store keeps in reserve; %s",
+					ErrFull, mib(free), h.dir, mib(h.minFree), storeUsage(h.fs, h.dir).describe(du.TotalBytes, free))
+				if !h.flushed && h.bgErr == nil && h.flush != nil {
+					h.flushed, flush, flushFree = true, true, free
+				}
+			case ok && h.bgErr != nil && isNoSpace(h.bgErr):
+				// The disk has room again: a background job that failed for
+				// want of space is retried, so writes need not wait for it
+				// (refused writes fill no memtable that would make it run).
+				h.bgErr = nil
+			}
+		}
+		err := h.spaceErr
+		if err == nil && h.bgErr != nil && isNoSpace(h.bgErr) {
+			err = fmt.Errorf("%w: Pebble could not write to %s: %w", ErrFull, h.dir, h.bgErr)
+		}
+		if err == nil {
+			h.flushed = false
+		}
+		return err
+	}()
+	if flush && !h.flush(flushFree) {
+		h.mu.Lock()
+		h.flushed = false // try again at the next check
+		h.mu.Unlock()
 	}
-	err := h.spaceErr
-	if err == nil && h.bgErr != nil && isNoSpace(h.bgErr) {
-		err = fmt.Errorf("%w: Pebble could not write to %s: %w", ErrFull, h.dir, h.bgErr)
-	}
-	if err != nil {
+	if err != nil && !failed {
 		if e, n, ok := h.limit.allow(h.log.Warn(), "refusing writes"); ok {
 			e.Err(err).Int(logSuppressed, n).Str(logDir, h.dir).Msg("local store: refusing writes until its disk has room")
 		}
@@ -146,7 +176,7 @@ func (h *health) backgroundError(err error) {
 	h.bgErr = err
 	h.mu.Unlock()
 	if pebble.IsCorruptionError(err) {
-		h.corrupt(err.Error())
+		h.corrupt(firstLine(err.Error()))
 	} else if e, n, ok := h.limit.allow(h.log.Error(), "background "+err.Error()); ok {
 		e.Err(err).Int(logSuppressed, n).Str(logDir, h.dir).Msg("local store: a flush or compaction failed; retrying in a second")
 	}
@@ -192,7 +222,7 @@ func (h *health) listener() *pebble.EventListener {
 	return &pebble.EventListener{
 		BackgroundError: h.backgroundError,
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
-			h.corrupt(info.String())
+			h.corrupt(corruptionReason(info))
 		},
 		FlushEnd:      func(info pebble.FlushInfo) { h.jobEnd(info.Err) },
 		CompactionEnd: func(info pebble.CompactionInfo) { h.jobEnd(info.Err) },
@@ -234,16 +264,6 @@ type fatalError struct{ err error }
 // isNoSpace tells whether err means the disk (or the quota) is full.
 func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, ErrFull)
-}
-
-// freeBytes returns the space available on the disk of dir; ok is false
-// when the file system cannot tell.
-func freeBytes(fs vfs.FS, dir string) (free uint64, ok bool) {
-	du, err := fs.GetDiskUsage(dir)
-	if err != nil {
-		return 0, false
-	}
-	return du.AvailBytes, true
 }
 
 // mib formats a byte count in MiB.

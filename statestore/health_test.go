@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/handoffhq/handoff/internal/logtest"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -64,30 +65,6 @@ func (d *diskFS) fill() { d.free.Store(0); d.failWrites.Store(true) }
 
 // drain frees the disk again.
 func (d *diskFS) drain() { d.failWrites.Store(false); d.free.Store(1 << 30) }
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) lines(substr string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for _, l := range strings.Split(b.b.String(), "\n") {
-		if strings.Contains(l, substr) {
-			n++
-		}
-	}
-	return n
-}
 
 func openDisk(t *testing.T, fs vfs.FS, dir string, opts Options) *Store {
 	t.Helper()
@@ -144,7 +121,7 @@ func TestApplyOnFullDiskRefusedThenResumes(t *testing.T) {
 // per interval, and refuses writes until a flush succeeds again.
 func TestFailedFlushBacksOffAndRecovers(t *testing.T) {
 	fs := newDiskFS()
-	var logs syncBuffer
+	var logs logtest.Buffer
 	s := openDisk(t, fs, t.TempDir(), Options{MinFree: -1, Logger: zerolog.New(&logs)})
 	s.health.limit = newLogLimiter(time.Hour)
 	mustApply(t, s, "t", commitN(1, 100))
@@ -159,11 +136,11 @@ func TestFailedFlushBacksOffAndRecovers(t *testing.T) {
 	if err := s.Apply("t", commitN(2, 10)); !errors.Is(err, ErrFull) {
 		t.Fatalf("Apply while flushes fail for lack of space = %v, want ErrFull", err)
 	}
-	pollUntil(t, deadline, func() bool { return logs.lines("flush or compaction failed") >= 1 && fs.sstErrs.Load() >= 2 },
+	pollUntil(t, deadline, func() bool { return logs.Count("flush or compaction failed") >= 1 && fs.sstErrs.Load() >= 2 },
 		func() string {
 			return fmt.Sprintf("no second flush attempt (%d errors) or no log line", fs.sstErrs.Load())
 		})
-	if n := logs.lines("flush or compaction failed"); n != 1 {
+	if n := logs.Count("flush or compaction failed"); n != 1 {
 		t.Fatalf("%d log lines for repeated flush failures, want 1", n)
 	}
 	fs.failSST.Store(false)

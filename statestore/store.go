@@ -65,6 +65,17 @@ type Options struct {
 	OnCorrupt CorruptPolicy
 }
 
+// minFree is the reserve MinFree asks for, in bytes; 0 means none.
+func (o Options) minFree() uint64 {
+	switch {
+	case o.MinFree < 0:
+		return 0
+	case o.MinFree > 0:
+		return uint64(o.MinFree)
+	}
+	return DefaultMinFree
+}
+
 // KV is one key and its value. It is an alias of a plain struct type, not a
 // type of its own: changelog.KV is the same type, so a commit decoded from
 // the changelog applies here without a copy of its puts, and neither package

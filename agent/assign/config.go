@@ -214,8 +214,13 @@ func (c Config) Diff(other Config) []string {
 			d = append(d, fmt.Sprintf("%s: %v -> %v", name, a, b))
 		}
 	}
-	cmp("stateful", c.Stateful, other.Stateful)
-	cmp("stateless", c.Stateless, other.Stateless)
+	tasks := func(name string, a, b []string) {
+		if !sameTasks(a, b) {
+			d = append(d, fmt.Sprintf("%s: %v -> %v", name, a, b))
+		}
+	}
+	tasks("stateful", c.Stateful, other.Stateful)
+	tasks("stateless", c.Stateless, other.Stateless)
 	cmp("handover", c.Handover, other.Handover)
 	cmp("acceptableLag", c.AcceptableLag, other.AcceptableLag)
 	cmp("maxLearners", c.MaxLearners, other.MaxLearners)
@@ -226,4 +231,28 @@ func (c Config) Diff(other Config) []string {
 	cmp("releaseTimeout", c.ReleaseTimeout.D(), other.ReleaseTimeout.D())
 	cmp("stableMaxWait", c.StableMaxWait.D(), other.StableMaxWait.D())
 	return d
+}
+
+// sameTasks reports whether two lists of task specs name the same tasks,
+// whatever their order or notation ("a-0..3" and "a-3,a-2,a-1,a-0"
+// agree). Specs that do not expand are compared as written.
+func sameTasks(a, b []string) bool {
+	expand := func(specs []string) ([]string, error) {
+		var ids []string
+		for _, s := range specs {
+			more, err := ExpandSpec(s)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, more...)
+		}
+		slices.Sort(ids)
+		return ids, nil
+	}
+	ea, errA := expand(a)
+	eb, errB := expand(b)
+	if errA != nil || errB != nil {
+		return fmt.Sprint(a) == fmt.Sprint(b)
+	}
+	return slices.Equal(ea, eb)
 }

@@ -61,3 +61,26 @@ func TestValidTaskID(t *testing.T) {
 		}
 	}
 }
+
+// Diff compares the task sets, not how they are written: the same tasks
+// in another order or notation agree.
+func TestConfigDiffTasks(t *testing.T) {
+	stored := Config{Stateful: []string{"a-0..3"}, Stateless: []string{"s-0..1"}}
+	for _, c := range []struct {
+		name     string
+		stateful []string
+		differ   bool
+	}{
+		{"same spec", []string{"a-0..3"}, false},
+		{"listed in reverse", []string{"a-3,a-2,a-1,a-0"}, false},
+		{"split in two", []string{"a-2..3", "a-0..1"}, false},
+		{"a task fewer", []string{"a-0..2"}, true},
+		{"a task more", []string{"a-0..4"}, true},
+	} {
+		proposed := stored
+		proposed.Stateful = c.stateful
+		if d := stored.Diff(proposed); (len(d) > 0) != c.differ {
+			t.Errorf("%s: Diff(%v) = %q, want a difference: %v", c.name, c.stateful, d, c.differ)
+		}
+	}
+}

@@ -27,6 +27,9 @@ const (
 	// PrefixAssignment + id holds a MemberAssignment. The stored prefix
 	// predates the name and stays, so that groups keep working.
 	PrefixAssignment = "assign."
+	// PrefixCommitted + task holds a CommittedRecord: a worker has
+	// committed to the task (committed.go).
+	PrefixCommitted = "committed."
 )
 
 // BucketName is the name of group's KV bucket.

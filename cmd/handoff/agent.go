@@ -80,6 +80,8 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			ReadHeaderTimeout: cfg.APIReadHeaderTimeout,
 			BodyReadTimeout:   cfg.APIBodyTimeout,
 			MaxConns:          cfg.APIMaxConns,
+			MaxRequests:       cfg.APIMaxRequests,
+			MaxLongPolls:      cfg.APIMaxLongPolls,
 			Metrics:           promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 			Logger:            log.With().Str("component", "api").Logger(),
 		},
@@ -166,7 +168,7 @@ func dialOrEmbed(cfg Config, log zerolog.Logger) (*natsgo.Conn, func(), error) {
 		join += " and the same --nats-user and --nats-password"
 	}
 	log.Info().Str("url", srv.ClientURL()).Msg("embedded NATS server started; other agents join with " + join)
-	nc, err := srv.InProcessConn(natsgo.Name("handoff-agent-"+cfg.MemberID), natsgo.MaxReconnects(-1))
+	nc, err := srv.InProcessConn(natsgo.Name("handoff-agent-"+cfg.MemberID), natsgo.MaxReconnects(-1), clientErrors(log))
 	if err != nil {
 		srv.Shutdown()
 		return nil, nil, err
@@ -187,7 +189,7 @@ func closeLogged(log zerolog.Logger, what string, close func() error) {
 func storeOptions(cfg Config) statestore.Options {
 	minFree := int64(cfg.StoreMinFreeMB) << 20
 	if minFree == 0 {
-		minFree = -1 // no check
+		minFree = -1 // no reserve
 	}
 	return statestore.Options{MinFree: minFree, OnCorrupt: statestore.CorruptPolicy(cfg.OnCorruptStore)}
 }

@@ -41,11 +41,14 @@ type Config struct {
 	APIToken  string
 	// API guards: the Host names it answers to besides localhost, IP
 	// addresses and --listen's host; how long a client may take to send
-	// headers and then a body; how many connections it serves at once.
+	// headers and then a body; how many connections it keeps open, how
+	// many requests it runs and how many long-polls it holds at once.
 	APIAllowedHosts      string
 	APIReadHeaderTimeout time.Duration
 	APIBodyTimeout       time.Duration
 	APIMaxConns          int
+	APIMaxRequests       int
+	APIMaxLongPolls      int
 
 	// RequireWorker makes the member take active tasks only while its
 	// worker is attached to the API; WorkerTimeout is how long a detached
@@ -56,7 +59,7 @@ type Config struct {
 	NATS nats
 
 	// StoreMinFreeMB is the free space the local store keeps on its disk
-	// (0: no check); OnCorruptStore what a start does with a corrupt one.
+	// (0: no reserve); OnCorruptStore what a start does with a corrupt one.
 	StoreMinFreeMB int
 	OnCorruptStore string
 	// AcceptStateLoss is a task spec: tasks this member starts empty when
@@ -104,6 +107,8 @@ func DefaultConfig() Config {
 		APIReadHeaderTimeout: httpapi.DefaultReadHeaderTimeout,
 		APIBodyTimeout:       httpapi.DefaultBodyReadTimeout,
 		APIMaxConns:          httpapi.DefaultMaxConns,
+		APIMaxRequests:       httpapi.DefaultMaxRequests,
+		APIMaxLongPolls:      httpapi.DefaultMaxLongPolls,
 		NATS:                 nats{EmbeddedListen: "127.0.0.1:4222", Replicas: 1},
 		GroupConfig:          assign.DefaultConfig(),
 		SnapshotsOn:          true,
@@ -192,9 +197,11 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.APIAllowedHosts, "api-allowed-hosts", c.APIAllowedHosts, "host `names` (comma-separated) the API answers to besides localhost, IP addresses and the hosts of --listen and --advertise; * for any")
 	fs.DurationVar(&c.APIReadHeaderTimeout, "api-read-header-timeout", c.APIReadHeaderTimeout, "the API closes a connection whose request headers take `longer`")
 	fs.DurationVar(&c.APIBodyTimeout, "api-body-timeout", c.APIBodyTimeout, "the API answers 408 to a request whose body takes `longer` to arrive (long-polls have none)")
-	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API serves at once; more wait until one closes")
+	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API keeps open at once; a new one replaces the oldest that has not sent a complete request (or sends a body, or is idle), else is answered 503")
+	fs.IntVar(&c.APIMaxRequests, "api-max-requests", c.APIMaxRequests, "`requests` (long-polls aside) the API runs at once; more are answered 503 at once")
+	fs.IntVar(&c.APIMaxLongPolls, "api-max-long-polls", c.APIMaxLongPolls, "`long-polls` of /assignment the API holds at once; past it the oldest answers at once")
 
-	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no check)")
+	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no reserve; a start still waits for room to open the store)")
 	fs.Var(specValue{&c.AcceptStateLoss}, "accept-state-loss", "stateful task `IDs` (like --tasks) this member starts empty although the group shows they had state that is gone (their changelog was purged); remove once they run")
 	fs.StringVar(&c.OnCorruptStore, "on-corrupt-store", c.OnCorruptStore, "`policy` for a local store found corrupt: rebuild (move it aside, restore the tasks from snapshots and the changelog) or fail")
 
@@ -430,8 +437,10 @@ func (c Config) Validate() error {
 	if c.APIReadHeaderTimeout <= 0 || c.APIBodyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--api-read-header-timeout %s, --api-body-timeout %s: use positive durations such as 10s", c.APIReadHeaderTimeout, c.APIBodyTimeout))
 	}
-	if c.APIMaxConns < 1 {
-		errs = append(errs, fmt.Errorf("--api-max-conns %d: use 1 or more (the worker needs a few: a long-poll and its commits)", c.APIMaxConns))
+	if c.APIMaxRequests < 1 || c.APIMaxLongPolls < 1 {
+		errs = append(errs, fmt.Errorf("--api-max-requests %d, --api-max-long-polls %d: use 1 or more (the worker needs a long-poll and its commits)", c.APIMaxRequests, c.APIMaxLongPolls))
+	} else if c.APIMaxConns <= c.APIMaxRequests+c.APIMaxLongPolls {
+		errs = append(errs, fmt.Errorf("--api-max-conns %d: use more than --api-max-requests plus --api-max-long-polls (%d), so that a full set of requests leaves room for new connections", c.APIMaxConns, c.APIMaxRequests+c.APIMaxLongPolls))
 	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("--capacity %d: use 1 or more", c.Capacity))
@@ -440,7 +449,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--worker-timeout %v: use more than the %v a worker may take between two polls, e.g. %v", c.WorkerTimeout, httpapi.DefaultWorkerGrace, agent.DefaultWorkerTimeout))
 	}
 	if c.StoreMinFreeMB < 0 {
-		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no check) or more", c.StoreMinFreeMB))
+		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no reserve) or more", c.StoreMinFreeMB))
 	}
 	switch statestore.CorruptPolicy(c.OnCorruptStore) {
 	case statestore.Rebuild, statestore.Fail:

@@ -284,7 +284,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"embedded NATS with a creds file", configCase{args: []string{"--nats-creds", "/c.creds"}}, []string{"--nats-creds needs --nats"}},
 		{"token and user", configCase{args: []string{"--nats", "nats://n:4222", "--nats-token", "t", "--nats-user", "u"}}, []string{"--nats-token goes alone"}},
 		{"API body timeout 0", configCase{args: []string{"--api-body-timeout", "0s"}}, []string{"--api-body-timeout 0s: use positive durations"}},
-		{"API without connections", configCase{env: map[string]string{"HANDOFF_API_MAX_CONNS": "-1"}}, []string{"--api-max-conns -1: use 1 or more"}},
+		{"API without connections", configCase{env: map[string]string{"HANDOFF_API_MAX_CONNS": "-1"}}, []string{"--api-max-conns -1: use more than --api-max-requests plus --api-max-long-polls (320)"}},
+		{"API connections no more than its requests", configCase{args: []string{"--api-max-conns", "64", "--api-max-requests", "60"}}, []string{"--api-max-conns 64: use more than"}},
+		{"API without requests", configCase{args: []string{"--api-max-requests", "0"}}, []string{"--api-max-requests 0, --api-max-long-polls 64: use 1 or more"}},
 		{"TLS cert without key", configCase{file: "nats-tls-cert: c.pem\n"}, []string{"--nats-tls-cert and --nats-tls-key go together"}},
 		{"log level", configCase{file: "log-level: loud\n"}, []string{`--log-level "loud"`}},
 		{"log format", configCase{file: "log-format: xml\n"}, []string{`--log-format "xml"`}},
@@ -315,7 +317,7 @@ func TestLoadConfigErrors(t *testing.T) {
 func TestEverySettingHasOneName(t *testing.T) {
 	values := map[string]string{
 		"acceptable-lag": "7", "advertise": "10.0.0.1:7070", "api-token": "t0k3n",
-		"api-allowed-hosts": "agent.internal", "api-read-header-timeout": "3s", "api-body-timeout": "4s", "api-max-conns": "64", "capacity": "3",
+		"api-allowed-hosts": "agent.internal", "api-read-header-timeout": "3s", "api-body-timeout": "4s", "api-max-conns": "640", "api-max-requests": "100", "api-max-long-polls": "8", "capacity": "3",
 		"data-dir": "/data", "embedded-nats-listen": "127.0.0.1:4333", "group": "g1", "handover": "stable",
 		"leave-timeout": "42s", "listen": "127.0.0.1:7171", "log-format": "json", "log-level": "warn",
 		"max-learners": "5", "max-learners-per-member": "6", "member-id": "m-9", "nats": "nats://n:4222",

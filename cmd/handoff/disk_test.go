@@ -2,59 +2,22 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/internal/disktest"
 )
-
-// mountTmpfs mounts a tmpfs of size under the test's temporary directory,
-// or skips the test where that is not allowed.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
-	return dir
-}
-
-// fillDisk writes a file into dir until its disk is full.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "fill")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill %s: %v", dir, err)
-			}
-			return path
-		}
-	}
-}
 
 // commitHTTP commits one 8 KiB value to task at epoch and returns the
 // status and error code.
@@ -86,7 +49,7 @@ func TestFullDiskProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the agent as a child process")
 	}
-	disk := mountTmpfs(t, "16m")
+	disk := disktest.Mount(t, "16m")
 	dataDir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(disk, "state"), 0o755); err != nil {
 		t.Fatal(err)
@@ -122,7 +85,7 @@ func TestFullDiskProcess(t *testing.T) {
 	i := 0
 	until("a first commit", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s == http.StatusOK })
 
-	fill := fillDisk(t, disk)
+	fill := disktest.Fill(t, disk)
 	until("commits refused", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s != http.StatusOK })
 	for range 200 {
 		i++
@@ -149,17 +112,106 @@ func TestFullDiskProcess(t *testing.T) {
 		t.Fatalf("exit status after SIGTERM = %d, want 0", code)
 	}
 
-	// A start on the full disk waits for space, and SIGTERM ends the wait.
-	fill = fillDisk(t, disk)
-	b := spawnAgent(t, "m1 on a full disk", nil, args...)
-	b.waitLog("local store: waiting for free space", startDeadline)
-	b.signal(syscall.SIGTERM)
-	if code := b.waitExit(exitDeadline); code != 1 {
-		t.Fatalf("exit status after SIGTERM while waiting for space = %d, want 1", code)
+	// A start on the full disk waits for space, and SIGTERM ends the wait;
+	// without a reserve too, as opening the store needs room to flush what
+	// its WAL files hold (Pebble would retry that flush for ever).
+	fill = disktest.Fill(t, disk)
+	noReserve := slices.Clone(args)
+	noReserve[slices.Index(noReserve, "--store-min-free-mb")+1] = "0"
+	for _, c := range []struct {
+		name string
+		args []string
+	}{{"m1 on a full disk", args}, {"m1 on a full disk without a reserve", noReserve}} {
+		b := spawnAgent(t, c.name, nil, c.args...)
+		b.waitLog("local store: waiting for free space", startDeadline)
+		b.signal(syscall.SIGTERM)
+		if code := b.waitExit(exitDeadline); code != 1 {
+			t.Fatalf("%s: exit status after SIGTERM while waiting for space = %d, want 1", c.name, code)
+		}
 	}
 	if err := os.Remove(fill); err != nil {
 		t.Fatal(err)
 	}
 	c := startAgent(t, "m1 restarted", nil, args...)
 	c.waitView(startDeadline, "orders-0 active again", func(v api.View) bool { return activeCount(v) == 1 })
+}
+
+// TestCorruptStoreReadProcess corrupts an sstable of a running agent's
+// store: the read that meets it is answered 503 unavailable at once (not
+// 500), and the agent exits with status 1 and a message that names the
+// corruption and says what the next start does.
+func TestCorruptStoreReadProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the agent as a child process")
+	}
+	dataDir := t.TempDir()
+	args := []string{"--group", "corrupt", "--member-id", "m1", "--data-dir", dataDir,
+		"--listen", "127.0.0.1:0", "--embedded-nats-listen", "127.0.0.1:0", "--tasks", "orders-0",
+		"--require-worker=false", "--snapshots=false", "--release-timeout", "1s"}
+	a := startAgent(t, "m1", nil, args...)
+	v := a.waitView(startDeadline, "orders-0 active", func(v api.View) bool { return activeCount(v) == 1 })
+	puts := make([]map[string]string, 2000)
+	for i := range puts {
+		val := make([]byte, 200)
+		_, _ = rand.Read(val) // incompressible, so that the data spans many blocks
+		puts[i] = map[string]string{
+			"key":   base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "k%05d", i)),
+			"value": base64.StdEncoding.EncodeToString(val),
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"epoch": v.Tasks[0].Epoch, "puts": puts})
+	resp, err := http.Post(a.url("/tasks/orders-0/commit"), "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("commit = %d, want 200", resp.StatusCode)
+	}
+	a.signal(syscall.SIGTERM)
+	if code := a.waitExit(exitDeadline); code != 0 {
+		t.Fatalf("exit status after SIGTERM = %d, want 0", code)
+	}
+
+	// The next start flushes what the WAL holds into an sstable, which is
+	// then damaged under the running agent.
+	b := startAgent(t, "m1 restarted", nil, args...)
+	b.waitView(startDeadline, "orders-0 active again", func(v api.View) bool { return activeCount(v) == 1 })
+	ssts, _ := filepath.Glob(filepath.Join(dataDir, "state", "*.sst"))
+	if len(ssts) != 1 {
+		t.Fatalf("%d sstables after a restart, want 1", len(ssts))
+	}
+	sst, err := os.ReadFile(ssts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(sst) / 4; i < len(sst)/4+64; i++ {
+		sst[i] ^= 0xff
+	}
+	f, err := os.OpenFile(ssts[0], os.O_WRONLY, 0) // in place: the agent has it open
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(sst, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	resp, err = http.Get(b.url("/tasks/orders-0/state?limit=2000"))
+	if err != nil {
+		t.Fatalf("scan over the corrupt sstable: %v", err)
+	}
+	var eb api.ErrorBody
+	_ = json.NewDecoder(resp.Body).Decode(&eb)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || eb.Code != api.CodeUnavailable {
+		t.Fatalf("scan over a corrupt sstable = %d %s (%s), want 503 %s", resp.StatusCode, eb.Code, eb.Message, api.CodeUnavailable)
+	}
+	if code := b.waitExit(exitDeadline); code != 1 {
+		t.Fatalf("exit status after the store found corruption = %d, want 1", code)
+	}
+	out := b.output()
+	if !strings.Contains(out, "the local store is corrupt") || !strings.Contains(out, "moves the store aside") || strings.Contains(out, "free space") {
+		t.Fatalf("exit message does not name the corruption and the rebuild:\n%s", out)
+	}
 }

@@ -3,9 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoffhq/handoff/internal/logtest"
+
+	"github.com/handoffhq/handoff/internal/natstest"
 )
 
 func TestLogTimestampsHaveMicroseconds(t *testing.T) {
@@ -50,4 +56,39 @@ func TestLogTimestampsHaveMicroseconds(t *testing.T) {
 			t.Errorf("an info line below level warn wrote %q", buf.String())
 		}
 	})
+}
+
+// The NATS client's asynchronous errors (which it writes raw to stderr
+// unless given a handler) become log lines in the agent's format, on the
+// embedded server's connection and on one to a NATS URL alike.
+func TestNATSClientErrorsAreLogLines(t *testing.T) {
+	srv := natstest.Start(t)
+	for _, c := range []struct {
+		name string
+		nats string
+	}{{"embedded", ""}, {"url", srv.URL}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.DataDir, cfg.MemberID = t.TempDir(), "m1"
+			cfg.NATS.URL, cfg.NATS.EmbeddedListen = c.nats, "127.0.0.1:0"
+			var buf logtest.Buffer
+			nc, stop, err := dialOrEmbed(cfg, newLogger(&buf, "info", "json", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			nc.Opts.AsyncErrorCB(nc, nil, errors.New("nats: consumer not active"))
+			var found bool
+			for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				var line map[string]any
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatalf("log line %q is not JSON: %v", l, err)
+				}
+				found = found || (line["message"] == "NATS client error" && line["error"] == "nats: consumer not active")
+			}
+			if !found {
+				t.Fatalf("no JSON line for the NATS client's error; log:\n%s", buf.String())
+			}
+		})
+	}
 }

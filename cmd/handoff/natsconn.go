@@ -27,6 +27,7 @@ func connect(n nats, name string, log zerolog.Logger) (*natsgo.Conn, error) {
 		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
 			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
 		}),
+		clientErrors(log),
 	}
 	opts = append(opts, n.options()...)
 	nc, err := natsgo.Connect(n.URL, opts...)
@@ -56,4 +57,18 @@ func (n nats) options() []natsgo.Option {
 		opts = append(opts, natsgo.ClientCert(n.TLSCert, n.TLSKey))
 	}
 	return opts
+}
+
+// clientErrors makes the NATS client's asynchronous errors (a consumer
+// the server no longer knows, a slow consumer) log lines of the agent, in
+// its format: without a handler the client writes them raw to stderr. The
+// agent's connection for restores copies its options, handler included.
+func clientErrors(log zerolog.Logger) natsgo.Option {
+	return natsgo.ErrorHandler(func(_ *natsgo.Conn, sub *natsgo.Subscription, err error) {
+		e := log.Warn().Err(err).Str("component", "nats-client")
+		if sub != nil {
+			e = e.Str("subject", sub.Subject)
+		}
+		e.Msg("NATS client error")
+	})
 }

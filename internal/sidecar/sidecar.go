@@ -60,14 +60,15 @@ type Member struct {
 	API   *httpapi.Server
 	Addr  net.Addr
 
-	log    zerolog.Logger
-	served atomic.Bool // the API has been run (and so closes its listener)
+	log       zerolog.Logger
+	onCorrupt statestore.CorruptPolicy // what the next Open does with a corrupt store
+	served    atomic.Bool              // the API has been run (and so closes its listener)
 }
 
 // Open opens the store, the agent and the API listener, in that order, and
 // closes what it opened if a later step fails. Nothing runs yet.
 func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) {
-	m := &Member{log: o.Logger}
+	m := &Member{log: o.Logger, onCorrupt: o.Store.OnCorrupt}
 	sopts := o.Store
 	sopts.Logger = o.Logger.With().Str("component", "pebble").Logger()
 	m.Store, err = statestore.OpenWait(ctx, filepath.Join(o.DataDir, "state"), sopts)
@@ -158,11 +159,23 @@ func (m *Member) Run(ctx context.Context, beforeStop func()) error {
 		stopAPI()
 		stopRun()
 		_ = g.Wait()
-		return fmt.Errorf("local state failed, stopping the agent; restart it (a corrupt store is moved aside and rebuilt from the changelog): %w", m.Store.Err())
+		return storeFailed(m.Store.Err(), m.onCorrupt)
 	}
 	stopAPI()
 	stopRun()
 	return g.Wait()
+}
+
+// storeFailed is Run's error when the local store failed for good with
+// err: it names what the store found, and what the next start does.
+func storeFailed(err error, onCorrupt statestore.CorruptPolicy) error {
+	switch {
+	case errors.Is(err, statestore.ErrCorrupt) && onCorrupt == statestore.Fail:
+		return fmt.Errorf("the local store is corrupt, stopping the agent so that the group moves its tasks; the next start refuses it (the fail policy): move its directory aside to rebuild it from the changelog: %w", err)
+	case errors.Is(err, statestore.ErrCorrupt):
+		return fmt.Errorf("the local store is corrupt, stopping the agent so that the group moves its tasks; restart it: the next start moves the store aside and rebuilds it from snapshots and the changelog: %w", err)
+	}
+	return fmt.Errorf("the local store failed, stopping the agent so that the group moves its tasks; restart it once the cause in this message is dealt with (free space, if its disk is full): it keeps its store and replays what it lacks from the changelog: %w", err)
 }
 
 // ServeAPI serves the worker API until ctx ends, for a caller that runs the

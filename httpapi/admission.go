@@ -1,0 +1,376 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/handoffhq/handoff/api"
+	"github.com/rs/zerolog"
+)
+
+// Admission. The API listens where any local program can reach it, and
+// connections and requests are bounded so that such programs cannot
+// exhaust the agent; the bounds must not shut the worker out, whatever
+// other clients do. So:
+//
+//   - Every connection is accepted at once, none waits in the kernel's
+//     queue. At MaxConns open connections, a new one takes the place of the
+//     oldest that has not yet sent a complete request that passed the token
+//     check (slow headers, or a 401), else of the oldest still sending a
+//     request body, else of the oldest idle one; when every connection is
+//     busy with an admitted request, the new one is answered 503 and closed.
+//     The worker's requests arrive whole within moments, so a flood of slow
+//     clients evicts itself, not the worker.
+//   - Long-polls (GET /assignment?wait=) have their own cap, MaxLongPolls:
+//     past it, the oldest one answers at once with the current view (its
+//     client polls again, as after any answer).
+//   - Other requests that passed the token check count against
+//     MaxRequests while they run: past it, a request is answered 503
+//     unavailable at once, with Retry-After, instead of waiting.
+//
+// Without a token, a local program that sends complete requests is as good
+// as the worker: it can keep MaxRequests busy (the worker then gets prompt
+// 503s) and take turns with the worker's long-poll. With --api-token it
+// cannot: its requests stop at the token check and its connections are
+// the first evicted.
+
+// Defaults of the admission bounds (Options).
+const (
+	// DefaultMaxConns is how many connections the API keeps open at once.
+	DefaultMaxConns = 512
+	// DefaultMaxRequests is how many requests other than long-polls run
+	// at once.
+	DefaultMaxRequests = 256
+	// DefaultMaxLongPolls is how many long-polls of GET /assignment wait
+	// at once.
+	DefaultMaxLongPolls = 64
+)
+
+// admission tracks the API's connections, long-polls and requests in
+// flight. It is safe for concurrent use.
+type admission struct {
+	maxConns, maxRequests, maxLongPolls int
+	log                                 zerolog.Logger
+
+	mu       sync.Mutex
+	conns    []*trackedConn // open connections, oldest first
+	polls    []*waitingPoll // waiting long-polls, oldest first
+	requests int            // admitted requests other than long-polls
+	accepted uint64
+
+	// warnedAt rate-limits the log line about evictions and refusals.
+	warnedAt   atomic.Int64
+	suppressed atomic.Int64
+}
+
+func newAdmission(o Options) *admission {
+	return &admission{maxConns: o.MaxConns, maxRequests: o.MaxRequests, maxLongPolls: o.MaxLongPolls, log: o.Logger}
+}
+
+// trackedConn is a connection the admission tracks. Its fields below conn
+// are guarded by admission.mu.
+type trackedConn struct {
+	net.Conn
+	a         *admission
+	seq       uint64 // accept order
+	closeOnce sync.Once
+
+	admitted bool      // its current request arrived whole and passed the token check
+	idle     bool      // between two requests
+	bodyFrom time.Time // when the body being read began; zero when none is
+	gone     bool      // closed and removed
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() { c.a.remove(c) })
+	return err
+}
+
+// listener wraps ln so that its connections are tracked and bounded.
+func (a *admission) listener(ln net.Listener) net.Listener {
+	return &admittingListener{Listener: ln, a: a}
+}
+
+type admittingListener struct {
+	net.Listener
+	a *admission
+}
+
+func (l *admittingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if tc := l.a.admit(c); tc != nil {
+			return tc, nil
+		}
+	}
+}
+
+// admit tracks a new connection, evicting another at the cap; it returns
+// nil (having answered 503 and closed c) when every connection is busy.
+func (a *admission) admit(c net.Conn) *trackedConn {
+	a.mu.Lock()
+	var victim *trackedConn
+	if len(a.conns) >= a.maxConns {
+		victim = a.victimLocked()
+		if victim == nil {
+			a.mu.Unlock()
+			a.warn("refused a connection: every connection is busy with an admitted request")
+			refuse(c)
+			return nil
+		}
+		a.removeLocked(victim)
+	}
+	a.accepted++
+	tc := &trackedConn{Conn: c, a: a, seq: a.accepted}
+	a.conns = append(a.conns, tc)
+	a.mu.Unlock()
+	if victim != nil {
+		a.warn("closed the oldest connection that had no admitted request in progress, to make room for a new one")
+		_ = victim.Close()
+	}
+	return tc
+}
+
+// victimLocked picks the connection a new one replaces: the oldest whose
+// request has not arrived whole and passed the token check (slow headers,
+// a 401 being answered), else the oldest still sending a body, else the
+// oldest idle one; nil if all are busy with admitted requests.
+func (a *admission) victimLocked() *trackedConn {
+	for _, pick := range []func(*trackedConn) bool{
+		func(c *trackedConn) bool { return !c.idle && !c.admitted },
+		func(c *trackedConn) bool { return !c.bodyFrom.IsZero() },
+		func(c *trackedConn) bool { return c.idle },
+	} {
+		for _, c := range a.conns { // oldest first
+			if pick(c) {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+func (a *admission) remove(c *trackedConn) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.removeLocked(c)
+}
+
+func (a *admission) removeLocked(c *trackedConn) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	for i, o := range a.conns {
+		if o == c {
+			a.conns = append(a.conns[:i], a.conns[i+1:]...)
+			break
+		}
+	}
+}
+
+// refuse answers 503 on a connection the API has no room for, and closes
+// it.
+func refuse(c net.Conn) {
+	const body = `{"code":"unavailable","message":"the agent's API has no room for another connection (every one is busy with a request); retry"}` + "\n"
+	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, _ = io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n"+
+		fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body))+body)
+	_ = c.Close()
+}
+
+// connState is the http.Server's ConnState hook: it follows which
+// connections are idle.
+func (a *admission) connState(c net.Conn, st http.ConnState) {
+	tc, ok := c.(*trackedConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateIdle, http.StateActive:
+		// A new request starts unadmitted, so that a client cannot send
+		// one whole request and then hold its connection with slow
+		// headers.
+		a.mu.Lock()
+		tc.idle, tc.admitted = st == http.StateIdle, false
+		a.mu.Unlock()
+	case http.StateHijacked, http.StateClosed:
+		tc.closeOnce.Do(func() { a.remove(tc) })
+	}
+}
+
+type connKey struct{}
+
+// connContext is the http.Server's ConnContext hook: it lets a request
+// find its connection.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*trackedConn); ok {
+		return context.WithValue(ctx, connKey{}, tc)
+	}
+	return ctx
+}
+
+func requestConn(r *http.Request) *trackedConn {
+	tc, _ := r.Context().Value(connKey{}).(*trackedConn)
+	return tc
+}
+
+// admitted marks r's connection as serving an admitted request (whole, past
+// the token check): until the request ends, the connection is replaced
+// only while it is still sending its body.
+func (a *admission) admitted(r *http.Request) {
+	if tc := requestConn(r); tc != nil {
+		a.mu.Lock()
+		tc.admitted = true
+		a.mu.Unlock()
+	}
+}
+
+// bodyStarted and bodyDone bracket the reading of r's body.
+func (a *admission) bodyStarted(r *http.Request) {
+	if tc := requestConn(r); tc != nil {
+		a.mu.Lock()
+		tc.bodyFrom = time.Now()
+		a.mu.Unlock()
+	}
+}
+
+func (a *admission) bodyDone(r *http.Request) {
+	if tc := requestConn(r); tc != nil {
+		a.mu.Lock()
+		tc.bodyFrom = time.Time{}
+		a.mu.Unlock()
+	}
+}
+
+// trackedBody clears its connection's body mark once the body has been
+// read to its end, failed, or been closed.
+type trackedBody struct {
+	io.ReadCloser
+	done func()
+	once sync.Once
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.done)
+	}
+	return n, err
+}
+
+func (b *trackedBody) Close() error {
+	b.once.Do(b.done)
+	return b.ReadCloser.Close()
+}
+
+// waitingPoll is one waiting long-poll; cut ends its wait.
+type waitingPoll struct{ cut context.CancelFunc }
+
+// beginLongPoll registers a long-poll; at the cap, the oldest one is cut
+// short. The returned context ends when this one is cut; call end when
+// the poll is over.
+func (a *admission) beginLongPoll(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &waitingPoll{cut: cancel}
+	a.mu.Lock()
+	var oldest *waitingPoll
+	if len(a.polls) >= a.maxLongPolls {
+		oldest = a.polls[0]
+		a.polls = a.polls[1:]
+	}
+	a.polls = append(a.polls, p)
+	a.mu.Unlock()
+	if oldest != nil {
+		oldest.cut()
+	}
+	return ctx, func() {
+		a.mu.Lock()
+		for i, o := range a.polls {
+			if o == p {
+				a.polls = append(a.polls[:i], a.polls[i+1:]...)
+				break
+			}
+		}
+		a.mu.Unlock()
+		cancel()
+	}
+}
+
+// beginRequest takes a request slot; ok is false at the cap. Call the
+// returned func when the request is over.
+func (a *admission) beginRequest() (end func(), ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.requests >= a.maxRequests {
+		return nil, false
+	}
+	a.requests++
+	return func() {
+		a.mu.Lock()
+		a.requests--
+		a.mu.Unlock()
+	}, true
+}
+
+// warn logs msg at most once per 10 s, with how many were left out.
+func (a *admission) warn(msg string) {
+	now := time.Now().UnixNano()
+	last := a.warnedAt.Load()
+	if now-last < int64(10*time.Second) || !a.warnedAt.CompareAndSwap(last, now) {
+		a.suppressed.Add(1)
+		return
+	}
+	a.log.Warn().Int64("suppressed", a.suppressed.Swap(0)).Int("maxConns", a.maxConns).Msg("http api: " + msg)
+}
+
+// isLongPoll tells whether r is a GET /assignment that may wait.
+func isLongPoll(r *http.Request) bool {
+	if r.Method != http.MethodGet || r.URL.Path != "/assignment" {
+		return false
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return false
+	}
+	w := q.Get("wait")
+	if w == "" {
+		return false
+	}
+	d, err := time.ParseDuration(w)
+	return err == nil && d > 0 // a bad wait is answered 400 at once
+}
+
+// admitRequests bounds the requests that passed the token check: a
+// long-poll takes a long-poll slot (cutting the oldest one short at the
+// cap), any other request a request slot or a prompt 503.
+func (s *Server) admitRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.admit.admitted(r)
+		if isLongPoll(r) {
+			ctx, end := s.admit.beginLongPoll(r.Context())
+			defer end()
+			next.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
+		end, ok := s.admit.beginRequest()
+		if !ok {
+			s.writeError(w, r, http.StatusServiceUnavailable, api.CodeUnavailable,
+				fmt.Sprintf("the agent is already serving %d requests (--api-max-requests); retry", s.opts.MaxRequests))
+			return
+		}
+		defer end()
+		next.ServeHTTP(w, r)
+	})
+}
