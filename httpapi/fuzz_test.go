@@ -22,7 +22,7 @@ import (
 // `go test -fuzz=FuzzCommitBody ./httpapi` explores further.
 
 // fuzzOpts keeps limits small so that the fuzzer reaches them.
-var fuzzOpts = Options{MaxKeyBytes: 16, MaxValueBytes: 64, MaxBodyBytes: 1024, MaxScanLimit: 4, MaxLongPoll: 1}
+var fuzzOpts = Options{MaxKeyBytes: 16, MaxValueBytes: 64, MaxBodyBytes: 1024, MaxScanLimit: 4, MaxGetKeys: 4, MaxGetBytes: 16, MaxLongPoll: 1}
 
 func b64url(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 

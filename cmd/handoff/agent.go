@@ -80,6 +80,7 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			ReadHeaderTimeout: cfg.APIReadHeaderTimeout,
 			BodyReadTimeout:   cfg.APIBodyTimeout,
 			MaxConns:          cfg.APIMaxConns,
+			SocketGroup:       cfg.APISocketGroup,
 			Metrics:           promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 			Logger:            log.With().Str("component", "api").Logger(),
 		},
@@ -189,7 +190,7 @@ func storeOptions(cfg Config) statestore.Options {
 	if minFree == 0 {
 		minFree = -1 // no check
 	}
-	return statestore.Options{MinFree: minFree, OnCorrupt: statestore.CorruptPolicy(cfg.OnCorruptStore)}
+	return statestore.Options{MinFree: minFree, OnCorrupt: statestore.CorruptPolicy(cfg.OnCorruptStore), CacheBytes: int64(cfg.StoreCacheMB) << 20}
 }
 
 // acceptStateLoss expands --accept-state-loss (checked when it was set).
