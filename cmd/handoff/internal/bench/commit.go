@@ -112,7 +112,7 @@ func measureCommits(ctx context.Context, s Settings, procs *lab.Processes, res *
 	if _, err := l.WaitSteady(ctx, s.Hold, OwnedBy([]string{MemberID(1)})); err != nil {
 		return fmt.Errorf("tasks active: %w", err)
 	}
-	cl := client.New("http://" + ms[0].Addr())
+	cl := client.New(ms[0].URL())
 	view, err := cl.Assignment(ctx, 0, 0)
 	if err != nil {
 		return err
