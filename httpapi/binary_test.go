@@ -52,20 +52,7 @@ func FuzzCommitBinaryBody(f *testing.F) {
 		if enc := api.AppendCommitBinary(nil, got); !bytes.Equal(enc, body) {
 			t.Fatalf("accepted body %x, which is not the encoding %x of what reached the Backend", body, enc)
 		}
-		seen := map[string]bool{}
-		keys := append([][]byte{}, got.Deletes...)
-		for _, kv := range got.Puts {
-			keys = append(keys, kv.Key)
-			if len(kv.Value) > fuzzOpts.MaxValueBytes {
-				t.Fatalf("a %d-byte value reached the Backend", len(kv.Value))
-			}
-		}
-		for _, k := range keys {
-			if len(k) == 0 || len(k) > fuzzOpts.MaxKeyBytes || seen[string(k)] {
-				t.Fatalf("key %q (empty, too long or repeated) reached the Backend", k)
-			}
-			seen[string(k)] = true
-		}
+		checkWithinLimits(t, got)
 	})
 }
 

@@ -94,21 +94,28 @@ func FuzzCommitBody(f *testing.F) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Backend.Commit got %+v, body says %+v", got, want)
 		}
-		seen := map[string]bool{}
-		keys := append([][]byte{}, got.Deletes...)
-		for _, kv := range got.Puts {
-			keys = append(keys, kv.Key)
-			if len(kv.Value) > fuzzOpts.MaxValueBytes {
-				t.Fatalf("a %d-byte value reached the Backend", len(kv.Value))
-			}
-		}
-		for _, k := range keys {
-			if len(k) == 0 || len(k) > fuzzOpts.MaxKeyBytes || seen[string(k)] {
-				t.Fatalf("key %q (empty, too long or repeated) reached the Backend", k)
-			}
-			seen[string(k)] = true
-		}
+		checkWithinLimits(t, got)
 	})
+}
+
+// checkWithinLimits fails the test if a commit that reached the Backend
+// holds a value, or an empty, too long or repeated key, that fuzzOpts refuse.
+func checkWithinLimits(t *testing.T, got api.CommitRequest) {
+	t.Helper()
+	seen := map[string]bool{}
+	keys := append([][]byte{}, got.Deletes...)
+	for _, kv := range got.Puts {
+		keys = append(keys, kv.Key)
+		if len(kv.Value) > fuzzOpts.MaxValueBytes {
+			t.Fatalf("a %d-byte value reached the Backend", len(kv.Value))
+		}
+	}
+	for _, k := range keys {
+		if len(k) == 0 || len(k) > fuzzOpts.MaxKeyBytes || seen[string(k)] {
+			t.Fatalf("key %q (empty, too long or repeated) reached the Backend", k)
+		}
+		seen[string(k)] = true
+	}
 }
 
 // commitNames are the JSON names of the commit body and its puts.

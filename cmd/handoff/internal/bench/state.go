@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -286,24 +285,7 @@ func runState(ctx context.Context, s Settings, procs *lab.Processes, e Env) erro
 	if err != nil {
 		res.Error = err.Error()
 	}
-	if s.Out != "" {
-		if werr := writeFile(filepath.Join(s.Out, "results.json"), func(w io.Writer) error { return writeJSON(w, res) }); werr != nil {
-			return werr
-		}
-		if werr := writeFile(filepath.Join(s.Out, "table.txt"), func(w io.Writer) error { return writeStateTable(w, res) }); werr != nil {
-			return werr
-		}
-	}
-	var werr error
-	if s.JSON {
-		werr = writeJSON(e.Stdout, res)
-	} else {
-		werr = writeStateTable(e.Stdout, res)
-	}
-	if err != nil {
-		return err
-	}
-	return werr
+	return report(s, e, res, func(w io.Writer) error { return writeStateTable(w, res) }, err)
 }
 
 // measureState measures Pebble in this process, then, per transport, the
