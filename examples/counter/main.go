@@ -7,6 +7,8 @@
 // the event log; this command parses flags, connects to NATS and runs it:
 //
 //	counter --sidecar http://127.0.0.1:7070 --nats nats://127.0.0.1:4222 --group demo [--events FILE|-]
+//	counter --sidecar unix:/run/handoff/api.sock ...   # an agent on a Unix socket
+//	counter --cache=false ...                          # keep no counts: one batch get per commit
 //
 // counter exits 0 once the sidecar says shutdown.
 package main
