@@ -296,12 +296,12 @@ func FuzzScanQuery(f *testing.F) {
 // valid IDs may reach the Backend, and only unchanged.
 func FuzzTaskID(f *testing.F) {
 	for _, s := range []string{"t1", "t3", "", "a.b", "a b", "t1/x", "%41", strings.Repeat("a", 129), "\x00", "é"} {
-		for route := range 4 {
+		for route := range 5 {
 			f.Add(s, uint8(route))
 		}
 	}
 	routes := []struct{ method, suffix string }{
-		{"POST", "/release"}, {"POST", "/commit"}, {"GET", "/state"}, {"GET", "/state/a"},
+		{"POST", "/release"}, {"POST", "/commit"}, {"GET", "/state"}, {"GET", "/state/a"}, {"POST", "/get"},
 	}
 	f.Fuzz(func(t *testing.T, id string, route uint8) {
 		rt := routes[int(route)%len(routes)]
@@ -309,7 +309,7 @@ func FuzzTaskID(f *testing.F) {
 		r := serveRaw(New(fb, fuzzOpts).Handler(), rt.method, "/tasks/"+id+rt.suffix, "", []byte(`{}`))
 		checkAnswer(t, r)
 		fb.mu.Lock()
-		calls := fb.calls["Release"] + fb.calls["Commit"] + fb.calls["Get"] + fb.calls["Scan"]
+		calls := fb.calls["Release"] + fb.calls["Commit"] + fb.calls["Get"] + fb.calls["Scan"] + fb.calls["GetMany"]
 		got := fb.lastTask
 		fb.mu.Unlock()
 		if calls > 0 && (!ValidTaskID(id) || got != id) {
