@@ -36,6 +36,11 @@ type metrics struct {
 	// refused because a task's state is nowhere to be found.
 	storeRebuilds  prometheus.Counter
 	restoreRefused prometheus.Counter
+	// reads counts the worker's reads of state by kind; readKeys the keys
+	// they asked for (a scan: the items it returned).
+	reads                           *prometheus.CounterVec
+	readsGet, readsBatch, readsScan prometheus.Counter
+	readKeys                        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -112,8 +117,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "handoff_restore_refused_total",
 			Help: "Activations refused because the group's records show the task has history but no local copy, snapshot or changelog message of it is left (the changelog was purged).",
 		}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_state_reads_total",
+			Help: "The worker's reads of its tasks' state, by kind: get (one key), batch (POST /tasks/{id}/get) or scan.",
+		}, []string{"kind"}),
+		readKeys: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_state_read_keys_total",
+			Help: "Keys the worker's reads asked for (a scan: the items it returned).",
+		}),
 	}
+	// The children, made once: a read only adds to them.
+	m.readsGet, m.readsBatch, m.readsScan = m.reads.WithLabelValues("get"), m.reads.WithLabelValues("batch"), m.reads.WithLabelValues("scan")
 	if reg != nil {
+		reg.MustRegister(m.reads, m.readKeys)
 		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
 			m.commitSeconds, m.fenced, m.directTakeovers, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay,
 			m.storeRebuilds, m.restoreRefused, m.workerState, m.workerLostTasks)

@@ -150,3 +150,18 @@ type GroupTask struct {
 	SnapshotSeq uint64        `json:"snapshotSeq,omitempty"`
 	SnapshotAge time.Duration `json:"snapshotAge,omitempty"`
 }
+
+// GetRequest is the body of POST /tasks/{id}/get: the keys to read.
+type GetRequest struct {
+	Keys [][]byte `json:"keys"`
+}
+
+// GetResult answers a GetRequest: Values[i] is the value of Keys[i], nil
+// (JSON null) when the key is absent.
+type GetResult struct {
+	Values [][]byte `json:"values"`
+}
+
+// DefaultMaxGetKeys is the most keys an agent with its default limits
+// takes in one GetRequest; a client splits a longer batch.
+const DefaultMaxGetKeys = 10000

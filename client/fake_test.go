@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -209,6 +210,25 @@ func (f *fakeAgent) Get(id string, key []byte) ([]byte, error) {
 	return v, nil
 }
 
+func (f *fakeAgent) GetMany(id string, keys [][]byte, _ int) ([][]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail["GetMany"]; err != nil {
+		return nil, err
+	}
+	t, err := f.activeLocked(id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		if v, ok := t.data[string(k)]; ok {
+			out[i] = append([]byte{}, v...)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeAgent) Scan(id string, o api.ScanOptions) ([]api.KV, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -247,13 +267,13 @@ func (f *fakeAgent) Commit(_ context.Context, id string, req api.CommitRequest) 
 		return api.CommitResult{}, fmt.Errorf("task %s is at epoch %d, the commit is for epoch %d: %w", id, t.epoch, req.Epoch, api.ErrNotOwner)
 	}
 	for _, kv := range req.Puts {
-		t.data[string(kv.Key)] = kv.Value
+		t.data[string(kv.Key)] = bytes.Clone(kv.Value)
 	}
 	for _, k := range req.Deletes {
 		delete(t.data, string(k))
 	}
 	if len(req.Checkpoint) > 0 {
-		t.checkpoint = req.Checkpoint
+		t.checkpoint = bytes.Clone(req.Checkpoint)
 	}
 	t.seq++
 	f.ops = append(f.ops, fmt.Sprintf("commit %s %s", id, req.Checkpoint))

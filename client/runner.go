@@ -96,6 +96,14 @@ func (t Task) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return t.Client.Get(ctx, t.ID, key)
 }
 
+// GetMany reads keys of this task's state at once; see Client.GetMany. It
+// keeps working after a stop, like Commit.
+func (t Task) GetMany(ctx context.Context, keys [][]byte) ([][]byte, error) {
+	ctx, cancel := t.context(ctx)
+	defer cancel()
+	return t.Client.GetMany(ctx, t.ID, keys)
+}
+
 // Scan reads this task's state; see Client.Scan. It keeps working after a
 // stop, like Commit.
 func (t Task) Scan(ctx context.Context, o api.ScanOptions) ([]api.KV, error) {

@@ -29,6 +29,7 @@ type counter struct {
 	group    string
 	batch    int
 	maxDelay time.Duration
+	noCache  bool // read every batch's counts from the sidecar
 	events   *eventLog
 	log      zerolog.Logger
 }
@@ -64,9 +65,13 @@ func (w *counter) process(ctx context.Context, t client.Task) error {
 	defer msgs.Stop()
 
 	// counts caches the committed count of each key seen since this task
-	// started here. It starts empty: after a hand-off the counts are in
-	// the sidecar's state, not here, and are read there on first use.
-	counts := map[string]uint64{}
+	// started here (nil with noCache: nothing is kept). It starts empty:
+	// after a hand-off the counts are in the sidecar's state, not here,
+	// and are read there on first use.
+	var counts map[string]uint64
+	if !w.noCache {
+		counts = map[string]uint64{}
+	}
 	p := pending{adds: map[string]uint64{}}
 	for {
 		msg, err := w.next(ctx, msgs, &p)
@@ -157,7 +162,9 @@ func (p *pending) add(key []byte, seq uint64, log zerolog.Logger) {
 
 // commit writes the new counts of the batch's keys and the batch's last
 // sequence as the checkpoint, in one commit, then starts a new batch. The
-// cache is updated only once the commit is acknowledged.
+// counts it does not hold (all of them without a cache) are read in one
+// batch get first. The cache is updated only once the commit is
+// acknowledged.
 func (w *counter) commit(ctx context.Context, t client.Task, counts map[string]uint64, p *pending) error {
 	if p.records == 0 {
 		return nil
@@ -167,15 +174,22 @@ func (w *counter) commit(ctx context.Context, t client.Task, counts map[string]u
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var missing [][]byte
+	for _, k := range keys {
+		if _, ok := counts[k]; !ok {
+			missing = append(missing, []byte(k))
+		}
+	}
+	read, err := readCounts(ctx, t, missing)
+	if err != nil {
+		return err
+	}
 	next := make(map[string]uint64, len(keys))
 	puts := make([]api.KV, 0, len(keys))
 	for _, k := range keys {
 		cur, ok := counts[k]
 		if !ok {
-			var err error
-			if cur, err = readCount(ctx, t, k); err != nil {
-				return err
-			}
+			cur = read[k]
 		}
 		next[k] = cur + p.adds[k]
 		puts = append(puts, api.KV{Key: []byte(k), Value: strconv.AppendUint(nil, next[k], 10)})
@@ -184,26 +198,36 @@ func (w *counter) commit(ctx context.Context, t client.Task, counts map[string]u
 	if err != nil {
 		return err // client.Run stops the task on not_owner and restarts it otherwise
 	}
-	for k, n := range next {
-		counts[k] = n
+	if counts != nil {
+		for k, n := range next {
+			counts[k] = n
+		}
 	}
 	w.events.add(Event{Kind: client.EventCommit, Task: t.ID, Epoch: t.Epoch, Seq: res.Seq, Checkpoint: p.lastSeq, Records: p.records})
 	*p = pending{adds: map[string]uint64{}}
 	return nil
 }
 
-// readCount reads a key's committed count from the sidecar (0 if none).
-func readCount(ctx context.Context, t client.Task, key string) (uint64, error) {
-	v, err := t.Get(ctx, []byte(key))
-	if errors.Is(err, client.ErrNotFound) {
-		return 0, nil
+// readCounts reads the committed counts of keys from the sidecar in one
+// batch get; a key it does not hold counts 0.
+func readCounts(ctx context.Context, t client.Task, keys [][]byte) (map[string]uint64, error) {
+	out := make(map[string]uint64, len(keys))
+	if len(keys) == 0 {
+		return out, nil
 	}
+	vals, err := t.GetMany(ctx, keys)
 	if err != nil {
-		return 0, fmt.Errorf("read count of %q in task %s: %w", key, t.ID, err)
+		return nil, fmt.Errorf("read the counts of %d keys in task %s: %w", len(keys), t.ID, err)
 	}
-	n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("count of %q in task %s is %q, not a decimal number: %w", key, t.ID, v, err)
+	for i, v := range vals {
+		if v == nil {
+			continue
+		}
+		n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("count of %q in task %s is %q, not a decimal number: %w", keys[i], t.ID, v, err)
+		}
+		out[string(keys[i])] = n
 	}
-	return n, nil
+	return out, nil
 }

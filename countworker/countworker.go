@@ -19,6 +19,12 @@
 // owner resumes from the checkpoint. Run returns nil once the sidecar says
 // shutdown.
 //
+// The counts it needs are read from the sidecar with one batch get per
+// commit: by default only those of keys it has not seen since the task
+// started here (it remembers the counts it committed), with Options.NoCache
+// every batch's, so that it holds no state at all: the read-modify-write
+// worker whose state lives only in the sidecar.
+//
 // A stateless task has no state and no checkpoint: the worker reads its
 // subject from the newest message on, as a stateless consumer without
 // stored offsets would, and counts in memory only.
@@ -77,6 +83,9 @@ type Options struct {
 	// MaxDelay is the longest time a read message waits for its commit;
 	// 0 means DefaultMaxDelay.
 	MaxDelay time.Duration
+	// NoCache makes the worker remember no counts: it reads every batch's
+	// keys from the sidecar (one batch get), then commits.
+	NoCache bool
 	// PollWait is the long-poll's wait on GET /assignment; 0 means
 	// client.DefaultPollWait. A hung worker's open poll keeps it attached
 	// until the wait ends, so a shorter wait lets its agent notice sooner.
@@ -130,6 +139,7 @@ func Run(ctx context.Context, o Options) error {
 		group:    o.Group,
 		batch:    o.Batch,
 		maxDelay: o.MaxDelay,
+		noCache:  o.NoCache,
 		events:   &eventLog{w: o.Events, log: o.Logger, on: o.OnEvent},
 		log:      o.Logger,
 	}

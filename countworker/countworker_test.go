@@ -26,11 +26,19 @@ import (
 // TestCounterCountsAcrossHandoff runs Run against a real in-process
 // JetStream server and an in-memory sidecar: it counts a task's input,
 // commits counts with checkpoints, follows a revoke, resumes from the
-// checkpoint when the task comes back, and exits on shutdown.
+// checkpoint when the task comes back, and exits on shutdown. It reads the
+// counts it lacks with one batch get per commit, and never one key at a
+// time; without its cache, before every commit.
 func TestCounterCountsAcrossHandoff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a NATS server")
 	}
+	for _, noCache := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoCache=%v", noCache), func(t *testing.T) { testCountsAcrossHandoff(t, noCache) })
+	}
+}
+
+func testCountsAcrossHandoff(t *testing.T, noCache bool) {
 	ctx := context.Background()
 	natsURL := startNATS(t)
 	nc, err := nats.Connect(natsURL)
@@ -84,7 +92,7 @@ func TestCounterCountsAcrossHandoff(t *testing.T) {
 	go func() {
 		ran <- Run(runCtx, Options{
 			Client: client.New(srv.URL), JS: js, Group: "g", Batch: 10, MaxDelay: 5 * time.Millisecond,
-			Events: events, Logger: zerolog.Nop(),
+			Events: events, Logger: zerolog.Nop(), NoCache: noCache,
 			OnEvent: func(e Event) {
 				mu.Lock()
 				got = append(got, e)
@@ -117,6 +125,21 @@ func TestCounterCountsAcrossHandoff(t *testing.T) {
 	}
 
 	checkEvents(t, eventsPath, last)
+	reads := agent.reads()
+	commits := 0
+	for _, e := range got {
+		if e.Kind == client.EventCommit {
+			commits++
+		}
+	}
+	switch {
+	case reads.single != 0:
+		t.Errorf("the worker read %d keys one at a time; want batch gets only", reads.single)
+	case noCache && reads.batches != commits:
+		t.Errorf("without a cache the worker made %d batch gets for %d commits; want one before each", reads.batches, commits)
+	case !noCache && reads.batches != 2:
+		t.Errorf("with its cache the worker made %d batch gets; want 2 (one per start of t1: the same 3 keys after)", reads.batches)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	lines := countLines(t, eventsPath)

@@ -1,6 +1,7 @@
 package countworker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -26,6 +27,8 @@ type sidecar struct {
 	// progress is closed and replaced on every change, commits included,
 	// so tests can wait for the worker's progress.
 	progress chan struct{}
+	// singleGets and batchGets count the worker's reads.
+	singleGets, batchGets int
 }
 
 type sidecarTask struct {
@@ -125,10 +128,11 @@ func (s *sidecar) waitFor(t *testing.T, what string, cond func() bool) {
 
 func (s *sidecar) checkCounts(t *testing.T, id string, want map[string]uint64) {
 	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for k, n := range want {
-		v, err := s.Get(id, []byte(k))
-		if err != nil || string(v) != strconv.FormatUint(n, 10) {
-			t.Errorf("count of %s = %q, %v; want %d", k, v, err, n)
+		if v := s.data[id][k]; string(v) != strconv.FormatUint(n, 10) {
+			t.Errorf("count of %s = %q; want %d", k, v, n)
 		}
 	}
 }
@@ -206,6 +210,7 @@ func (s *sidecar) Release(_ context.Context, id string, epoch uint64) (api.Relea
 func (s *sidecar) Get(id string, key []byte) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.singleGets++
 	if _, err := s.activeLocked(id); err != nil {
 		return nil, err
 	}
@@ -214,6 +219,31 @@ func (s *sidecar) Get(id string, key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("no key %q: %w", key, api.ErrNotFound)
 	}
 	return v, nil
+}
+
+func (s *sidecar) GetMany(id string, keys [][]byte, _ int) ([][]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batchGets++
+	if _, err := s.activeLocked(id); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		if v, ok := s.data[id][string(k)]; ok {
+			out[i] = bytes.Clone(v)
+		}
+	}
+	return out, nil
+}
+
+// readTally counts the worker's reads: single gets and batch gets.
+type readTally struct{ single, batches int }
+
+func (s *sidecar) reads() readTally {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return readTally{single: s.singleGets, batches: s.batchGets}
 }
 
 func (s *sidecar) Scan(string, api.ScanOptions) ([]api.KV, error) {
@@ -237,10 +267,10 @@ func (s *sidecar) Commit(_ context.Context, id string, req api.CommitRequest) (a
 		s.data[id] = map[string][]byte{}
 	}
 	for _, kv := range req.Puts {
-		s.data[id][string(kv.Key)] = kv.Value
+		s.data[id][string(kv.Key)] = bytes.Clone(kv.Value)
 	}
 	if len(req.Checkpoint) > 0 {
-		t.checkpoint = req.Checkpoint
+		t.checkpoint = bytes.Clone(req.Checkpoint)
 	}
 	t.seq++
 	s.progressLocked()

@@ -25,10 +25,17 @@ type Backend interface {
 	// epoch than the task's here is refused with ErrNotOwner, so that a run
 	// of an earlier ownership never releases a later one.
 	Release(ctx context.Context, task string, epoch uint64) (api.ReleaseResult, error)
-	// Get and Scan read an active task's state.
+	// Get, GetMany and Scan read an active task's state.
 	Get(task string, key []byte) ([]byte, error)
+	// GetMany returns the values of keys, in their order, read at one
+	// point in time: nil for an absent key, a non-nil slice (maybe empty)
+	// for a present one. Values over maxBytes in total fail with an error
+	// wrapping ErrTooLarge.
+	GetMany(task string, keys [][]byte, maxBytes int) ([][]byte, error)
 	Scan(task string, o api.ScanOptions) ([]api.KV, error)
-	// Commit appends to the changelog (fenced) and applies locally.
+	// Commit appends to the changelog (fenced) and applies locally. The
+	// slices of req may alias the request's body: they are valid during
+	// the call only.
 	Commit(ctx context.Context, task string, req api.CommitRequest) (api.CommitResult, error)
 	// Leave starts a graceful leave (idempotent); LeaveStatus reports it.
 	Leave(ctx context.Context) (api.LeaveStatus, error)

@@ -29,10 +29,11 @@ type fakeBackend struct {
 	// starts to wait (zero if none); tests use it to know a long-poll is parked.
 	waiting chan time.Time
 
-	lastTask   string // task of the last Release, Get, Scan or Commit
-	lastCommit api.CommitRequest
-	lastGet    []byte
-	lastScan   api.ScanOptions
+	lastTask    string // task of the last Release, Get, Scan or Commit
+	lastCommit  api.CommitRequest
+	lastGet     []byte
+	lastGetMany [][]byte
+	lastScan    api.ScanOptions
 }
 
 type fakeTask struct {
@@ -234,6 +235,35 @@ func (f *fakeBackend) Get(id string, key []byte) ([]byte, error) {
 	return v, nil
 }
 
+func (f *fakeBackend) GetMany(id string, keys [][]byte, maxBytes int) ([][]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastTask = id
+	if err := f.enter("GetMany"); err != nil {
+		return nil, err
+	}
+	f.lastGetMany = nil
+	for _, k := range keys {
+		f.lastGetMany = append(f.lastGetMany, bytes.Clone(k))
+	}
+	t, err := f.activeLocked(id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	total := 0
+	for i, k := range keys {
+		if v, ok := t.data[string(k)]; ok {
+			out[i] = append([]byte{}, v...)
+			total += len(v)
+		}
+	}
+	if total > maxBytes {
+		return nil, fmt.Errorf("the values total %d bytes, over %d: %w", total, maxBytes, api.ErrTooLarge)
+	}
+	return out, nil
+}
+
 func (f *fakeBackend) Scan(id string, o api.ScanOptions) ([]api.KV, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -279,13 +309,13 @@ func (f *fakeBackend) Commit(_ context.Context, id string, req api.CommitRequest
 		return api.CommitResult{}, fmt.Errorf("task %s is at epoch %d on member m1, the commit is for epoch %d; restart the task from /assignment: %w", id, t.epoch, req.Epoch, api.ErrNotOwner)
 	}
 	for _, kv := range req.Puts {
-		t.data[string(kv.Key)] = kv.Value
+		t.data[string(kv.Key)] = bytes.Clone(kv.Value)
 	}
 	for _, k := range req.Deletes {
 		delete(t.data, string(k))
 	}
 	if len(req.Checkpoint) > 0 {
-		t.checkpoint = req.Checkpoint
+		t.checkpoint = bytes.Clone(req.Checkpoint)
 	}
 	t.seq++
 	return api.CommitResult{Task: id, Seq: t.seq, Epoch: t.epoch}, nil

@@ -22,7 +22,7 @@ import (
 // `go test -fuzz=FuzzCommitBody ./httpapi` explores further.
 
 // fuzzOpts keeps limits small so that the fuzzer reaches them.
-var fuzzOpts = Options{MaxKeyBytes: 16, MaxValueBytes: 64, MaxBodyBytes: 1024, MaxScanLimit: 4, MaxLongPoll: 1}
+var fuzzOpts = Options{MaxKeyBytes: 16, MaxValueBytes: 64, MaxBodyBytes: 1024, MaxScanLimit: 4, MaxGetKeys: 4, MaxGetBytes: 16, MaxLongPoll: 1}
 
 func b64url(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
@@ -94,21 +94,28 @@ func FuzzCommitBody(f *testing.F) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Backend.Commit got %+v, body says %+v", got, want)
 		}
-		seen := map[string]bool{}
-		keys := append([][]byte{}, got.Deletes...)
-		for _, kv := range got.Puts {
-			keys = append(keys, kv.Key)
-			if len(kv.Value) > fuzzOpts.MaxValueBytes {
-				t.Fatalf("a %d-byte value reached the Backend", len(kv.Value))
-			}
-		}
-		for _, k := range keys {
-			if len(k) == 0 || len(k) > fuzzOpts.MaxKeyBytes || seen[string(k)] {
-				t.Fatalf("key %q (empty, too long or repeated) reached the Backend", k)
-			}
-			seen[string(k)] = true
-		}
+		checkWithinLimits(t, got)
 	})
+}
+
+// checkWithinLimits fails the test if a commit that reached the Backend
+// holds a value, or an empty, too long or repeated key, that fuzzOpts refuse.
+func checkWithinLimits(t *testing.T, got api.CommitRequest) {
+	t.Helper()
+	seen := map[string]bool{}
+	keys := append([][]byte{}, got.Deletes...)
+	for _, kv := range got.Puts {
+		keys = append(keys, kv.Key)
+		if len(kv.Value) > fuzzOpts.MaxValueBytes {
+			t.Fatalf("a %d-byte value reached the Backend", len(kv.Value))
+		}
+	}
+	for _, k := range keys {
+		if len(k) == 0 || len(k) > fuzzOpts.MaxKeyBytes || seen[string(k)] {
+			t.Fatalf("key %q (empty, too long or repeated) reached the Backend", k)
+		}
+		seen[string(k)] = true
+	}
 }
 
 // commitNames are the JSON names of the commit body and its puts.
@@ -289,12 +296,12 @@ func FuzzScanQuery(f *testing.F) {
 // valid IDs may reach the Backend, and only unchanged.
 func FuzzTaskID(f *testing.F) {
 	for _, s := range []string{"t1", "t3", "", "a.b", "a b", "t1/x", "%41", strings.Repeat("a", 129), "\x00", "é"} {
-		for route := range 4 {
+		for route := range 5 {
 			f.Add(s, uint8(route))
 		}
 	}
 	routes := []struct{ method, suffix string }{
-		{"POST", "/release"}, {"POST", "/commit"}, {"GET", "/state"}, {"GET", "/state/a"},
+		{"POST", "/release"}, {"POST", "/commit"}, {"GET", "/state"}, {"GET", "/state/a"}, {"POST", "/get"},
 	}
 	f.Fuzz(func(t *testing.T, id string, route uint8) {
 		rt := routes[int(route)%len(routes)]
@@ -302,7 +309,7 @@ func FuzzTaskID(f *testing.F) {
 		r := serveRaw(New(fb, fuzzOpts).Handler(), rt.method, "/tasks/"+id+rt.suffix, "", []byte(`{}`))
 		checkAnswer(t, r)
 		fb.mu.Lock()
-		calls := fb.calls["Release"] + fb.calls["Commit"] + fb.calls["Get"] + fb.calls["Scan"]
+		calls := fb.calls["Release"] + fb.calls["Commit"] + fb.calls["Get"] + fb.calls["Scan"] + fb.calls["GetMany"]
 		got := fb.lastTask
 		fb.mu.Unlock()
 		if calls > 0 && (!ValidTaskID(id) || got != id) {

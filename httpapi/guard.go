@@ -3,8 +3,6 @@ package httpapi
 import (
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net"
 	"net/http"
 	"os"
@@ -82,30 +80,6 @@ func (s *Server) checkOrigin(next http.Handler) http.Handler {
 	})
 }
 
-// requireJSON refuses a body that is not declared as JSON (415): a route
-// that reads JSON takes Content-Type application/json, with at most a
-// charset of utf-8.
-func (s *Server) requireJSON(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ct := r.Header.Get("Content-Type")
-		mt, params, err := mime.ParseMediaType(ct)
-		ok := err == nil && mt == "application/json"
-		for k, v := range params {
-			ok = ok && k == "charset" && strings.EqualFold(v, "utf-8")
-		}
-		if !ok {
-			got := "no Content-Type"
-			if ct != "" {
-				got = "Content-Type " + quote(ct)
-			}
-			s.writeError(w, r, http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType,
-				fmt.Sprintf("the body must be JSON sent with Content-Type: application/json; this request has %s", got))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // bodyDeadline gives a request with a body Options.BodyReadTimeout to send
 // it: a read past the deadline fails (readBody answers 408), and a body
 // that a handler leaves unread cannot hold the connection. net/http lifts
@@ -130,7 +104,7 @@ func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 // the body in messages. On failure it has answered (413 too large, 408 too
 // slow, 400 otherwise) and returns false.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, what string) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes), r.ContentLength, s.opts.MaxBodyBytes)
 	if err == nil {
 		return body, true
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -209,11 +210,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		s.backendError(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(val)))
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(val)
+	s.writeBody(w, "", val)
 }
 
 // scan answers GET /tasks/{id}/state?prefix=&start=&limit=.
@@ -283,10 +280,11 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		last := items[limit-1].Key
 		res.Next = append(bytes.Clone(last), 0)
 	}
-	if res.Items == nil {
-		res.Items = []api.KV{}
+	if wantsBinary(r) {
+		s.writeBody(w, api.MediaBinary, api.AppendScanBinary(nil, res))
+		return
 	}
-	s.writeJSON(w, http.StatusOK, res)
+	s.writeBody(w, api.MediaJSON, appendScanResultJSON(nil, res))
 }
 
 // decodeBase64 accepts standard and URL-safe base64, padded or not. A space
@@ -317,7 +315,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	req, status, msg := s.decodeCommit(body)
+	req, status, msg := s.decodeCommit(body, isBinaryBody(r))
 	if status != 0 {
 		code := api.CodeInvalid
 		if status == http.StatusRequestEntityTooLarge {
@@ -334,16 +332,35 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, http.StatusOK, res)
 }
 
-// decodeCommit parses and validates a commit body. A non-zero status says
-// why it is refused.
-func (s *Server) decodeCommit(body []byte) (req api.CommitRequest, status int, msg string) {
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return req, http.StatusBadRequest,
-			`the commit body must be a JSON object: {"puts":[{"key":"<base64>","value":"<base64>"}],"deletes":["<base64>"],"checkpoint":"<base64>","epoch":N}`
+// decodeCommit parses and validates a commit body, JSON or binary. A
+// non-zero status says why it is refused.
+func (s *Server) decodeCommit(body []byte, binary bool) (req api.CommitRequest, status int, msg string) {
+	if binary {
+		var err error
+		if req, err = api.DecodeCommitBinary(body); err != nil {
+			return api.CommitRequest{}, http.StatusBadRequest, fmt.Sprintf("the commit body is not a valid binary commit: %v", err)
+		}
+	} else {
+		trimmed := bytes.TrimLeft(body, " \t\r\n")
+		if len(trimmed) == 0 || trimmed[0] != '{' {
+			return req, http.StatusBadRequest,
+				`the commit body must be a JSON object: {"puts":[{"key":"<base64>","value":"<base64>"}],"deletes":["<base64>"],"checkpoint":"<base64>","epoch":N}`
+		}
+		if err := decodeJSON(body, &req); err != nil {
+			return api.CommitRequest{}, http.StatusBadRequest, fmt.Sprintf("the commit body is not a valid commit: %v (keys, values and the checkpoint are base64)", err)
+		}
 	}
-	if err := decodeStrict(body, &req); err != nil {
-		return api.CommitRequest{}, http.StatusBadRequest, fmt.Sprintf("the commit body is not a valid commit: %v (keys, values and the checkpoint are base64)", err)
+	status, msg = s.validateCommit(req)
+	return req, status, msg
+}
+
+// validateCommit checks a decoded commit against the limits and refuses a
+// key given twice, whichever form the body had. A commit that passes
+// every check is told in one pass that allocates once (commitValid); only
+// one that fails is checked again, in order, to say what fails first.
+func (s *Server) validateCommit(req api.CommitRequest) (status int, msg string) {
+	if s.commitValid(req) {
+		return 0, ""
 	}
 	seen := make(map[string]struct{}, len(req.Puts)+len(req.Deletes))
 	checkKey := func(what string, i int, k []byte) (int, string) {
@@ -361,23 +378,65 @@ func (s *Server) decodeCommit(body []byte) (req api.CommitRequest, status int, m
 	}
 	for i, kv := range req.Puts {
 		if st, m := checkKey("puts", i, kv.Key); st != 0 {
-			return req, st, m
+			return st, m
 		}
 		if len(kv.Value) > s.opts.MaxValueBytes {
-			return req, http.StatusRequestEntityTooLarge,
+			return http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("puts[%d] has a %d-byte value; values are at most %d bytes", i, len(kv.Value), s.opts.MaxValueBytes)
 		}
 	}
 	for i, k := range req.Deletes {
 		if st, m := checkKey("deletes", i, k); st != 0 {
-			return req, st, m
+			return st, m
 		}
 	}
 	if len(req.Checkpoint) > s.opts.MaxValueBytes {
-		return req, http.StatusRequestEntityTooLarge,
+		return http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("the checkpoint is %d bytes; it is at most %d bytes", len(req.Checkpoint), s.opts.MaxValueBytes)
 	}
-	return req, 0, ""
+	return 0, ""
+}
+
+// keySeed seeds the hashes commitValid finds repeated keys by.
+var keySeed = maphash.MakeSeed()
+
+// commitValid reports whether req is within the limits and names no key
+// twice. It may say false of a valid commit (two keys whose hashes
+// collide); validateCommit then checks it key by key.
+func (s *Server) commitValid(req api.CommitRequest) bool {
+	n := len(req.Puts) + len(req.Deletes)
+	size := 4
+	for size < 2*n {
+		size <<= 1
+	}
+	table := make([]uint64, size) // open addressing; 0 is free
+	mask := uint64(size - 1)
+	add := func(k []byte) bool {
+		if len(k) == 0 || len(k) > s.opts.MaxKeyBytes {
+			return false
+		}
+		h := maphash.Bytes(keySeed, k) | 1
+		for i := h & mask; ; i = (i + 1) & mask {
+			switch table[i] {
+			case 0:
+				table[i] = h
+				return true
+			case h:
+				return false
+			}
+		}
+	}
+	for _, kv := range req.Puts {
+		if !add(kv.Key) || len(kv.Value) > s.opts.MaxValueBytes {
+			return false
+		}
+	}
+	for _, k := range req.Deletes {
+		if !add(k) {
+			return false
+		}
+	}
+	return len(req.Checkpoint) <= s.opts.MaxValueBytes
 }
 
 func (s *Server) leave(w http.ResponseWriter, r *http.Request) {

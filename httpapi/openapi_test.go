@@ -41,6 +41,8 @@ var wireTypes = map[string]reflect.Type{
 	"CommitResult":    reflect.TypeFor[api.CommitResult](),
 	"ReleaseResult":   reflect.TypeFor[api.ReleaseResult](),
 	"ScanResult":      reflect.TypeFor[api.ScanResult](),
+	"GetRequest":      reflect.TypeFor[api.GetRequest](),
+	"GetResult":       reflect.TypeFor[api.GetResult](),
 	"Health":          reflect.TypeFor[Health](),
 	"LeaveStatus":     reflect.TypeFor[api.LeaveStatus](),
 	"LearnerProgress": reflect.TypeFor[api.LearnerProgress](),
@@ -62,7 +64,13 @@ type spec struct {
 }
 
 type operation struct {
-	Parameters []parameter `yaml:"parameters"`
+	Parameters  []parameter `yaml:"parameters"`
+	RequestBody *struct {
+		Content map[string]any `yaml:"content"`
+	} `yaml:"requestBody"`
+	Responses map[string]struct {
+		Content map[string]any `yaml:"content"`
+	} `yaml:"responses"`
 }
 
 type parameter struct {
@@ -73,13 +81,45 @@ type parameter struct {
 
 type schema struct {
 	Ref             string            `yaml:"$ref"`
-	Type            string            `yaml:"type"`
+	Type            schemaType        `yaml:"type"`
 	Format          string            `yaml:"format"`
 	ContentEncoding string            `yaml:"contentEncoding"`
 	Required        []string          `yaml:"required"`
 	Properties      map[string]schema `yaml:"properties"`
 	Items           *schema           `yaml:"items"`
 	Enum            []string          `yaml:"enum"`
+}
+
+// schemaType is a schema's type: one name, or a list of them (OpenAPI
+// 3.1), of which only "null" may go beside the one the field has.
+type schemaType []string
+
+func (st *schemaType) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*st = schemaType{n.Value}
+		return nil
+	}
+	var list []string
+	if err := n.Decode(&list); err != nil {
+		return err
+	}
+	*st = list
+	return nil
+}
+
+// is reports whether the type is want, maybe nullable.
+func (st schemaType) is(want string) bool {
+	found := false
+	for _, t := range st {
+		switch t {
+		case want:
+			found = true
+		case "null":
+		default:
+			return false
+		}
+	}
+	return found
 }
 
 func loadSpec(t *testing.T) spec {
@@ -307,7 +347,7 @@ func checkType(t reflect.Type, s schema) string {
 	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
 		want = "number"
 	case t.Kind() == reflect.Slice:
-		if s.Type != "array" || s.Items == nil {
+		if !s.Type.is("array") || s.Items == nil {
 			return "is a slice in Go: give it type: array and items"
 		}
 		if msg := checkType(t.Elem(), *s.Items); msg != "" {
@@ -317,8 +357,8 @@ func checkType(t reflect.Type, s schema) string {
 	case t.Kind() == reflect.Struct:
 		return "is a " + t.String() + " in Go: refer to its schema"
 	}
-	if s.Type != want {
-		return "has type " + strconv.Quote(s.Type) + ", want " + strconv.Quote(want) + " for Go " + t.String()
+	if !s.Type.is(want) {
+		return "has type " + strconv.Quote(strings.Join(s.Type, ", ")) + ", want " + strconv.Quote(want) + " for Go " + t.String()
 	}
 	return ""
 }
@@ -514,5 +554,82 @@ func TestOpenAPIExamples(t *testing.T) {
 	})
 	if checked < 10 {
 		t.Errorf("checked %d examples; the walk missed the spec's examples", checked)
+	}
+}
+
+// mediaSamples are valid bodies of the routes that take one, by media type.
+var mediaSamples = map[string]map[string][]byte{
+	"POST /tasks/{id}/commit": {
+		api.MediaJSON:   []byte(`{"puts":[{"key":"YQ==","value":"MQ=="}],"epoch":3}`),
+		api.MediaBinary: api.AppendCommitBinary(nil, api.CommitRequest{Puts: []api.KV{{Key: []byte("a"), Value: []byte("1")}}, Epoch: 3}),
+	},
+	"POST /tasks/{id}/get": {
+		api.MediaJSON:   []byte(`{"keys":["YQ=="]}`),
+		api.MediaBinary: api.AppendGetBinary(nil, [][]byte{[]byte("a")}),
+	},
+}
+
+// TestOpenAPIMediaTypes checks, by calling the routes, the media types the
+// spec gives each: a route takes a body in each type its requestBody lists
+// and refuses the others with 415, a route whose body the spec does not
+// describe takes none of them, and a route answers 200 in the types its
+// 200 response lists, binary when Accept asks for it and the spec lists it.
+func TestOpenAPIMediaTypes(t *testing.T) {
+	s := loadSpec(t)
+	concrete := strings.NewReplacer("{id}", "t1", "{key}", "a")
+	for path, ops := range s.Paths {
+		for method, op := range ops {
+			route := strings.ToUpper(method) + " " + path
+			target := concrete.Replace(path)
+			samples := mediaSamples[route]
+			if op.RequestBody == nil {
+				if route == "POST /leave" || route == "POST /tasks/{id}/release" {
+					continue // no body, whatever its type
+				}
+				if strings.ToUpper(method) == "POST" {
+					if r := serve(New(seeded(), Options{}).Handler(), "POST", target, []byte("x"), http.Header{"Content-Type": {"text/plain"}}); r.status == 415 {
+						t.Errorf("%s takes a typed body, but %s describes none", route, specPath)
+					}
+				}
+			} else {
+				for _, mt := range []string{api.MediaJSON, api.MediaBinary} {
+					_, listed := op.RequestBody.Content[mt]
+					body, ok := samples[mt]
+					if !ok {
+						body = samples[api.MediaJSON]
+					}
+					if listed && !ok {
+						t.Errorf("%s: the test has no %s sample body", route, mt)
+						continue
+					}
+					r := serve(New(seeded(), Options{}).Handler(), "POST", target, body, http.Header{"Content-Type": {mt}})
+					switch {
+					case listed && r.status != 200:
+						t.Errorf("%s with a %s body = %d %s; %s lists the type", route, mt, r.status, r.body, specPath)
+					case !listed && r.status != 415:
+						t.Errorf("%s with a %s body = %d, but %s does not list the type", route, mt, r.status, specPath)
+					}
+				}
+			}
+			ok200, has := op.Responses["200"]
+			if !has {
+				continue
+			}
+			_, binListed := ok200.Content[api.MediaBinary]
+			for _, accept := range []string{"", api.MediaBinary} {
+				r := serve(New(seeded(), Options{Metrics: http.NotFoundHandler()}).Handler(), strings.ToUpper(method), target,
+					samples[api.MediaJSON], http.Header{"Accept": {accept}})
+				if r.status != 200 {
+					continue // the route needs another state of the fake (a revoked task, ...)
+				}
+				ct, _, _ := strings.Cut(r.header.Get("Content-Type"), ";")
+				if _, listed := ok200.Content[ct]; !listed && len(ok200.Content) > 0 {
+					t.Errorf("%s with Accept %q answered %s, which %s does not list for 200", route, accept, ct, specPath)
+				}
+				if accept == api.MediaBinary && binListed && ct != api.MediaBinary {
+					t.Errorf("%s with Accept %s answered %s; %s lists the binary form", route, accept, ct, specPath)
+				}
+			}
+		}
 	}
 }

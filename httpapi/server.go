@@ -62,6 +62,10 @@ type Options struct {
 	// MaxScanLimit caps GET /tasks/{id}/state?limit=; a scan returns at most
 	// this many items and a "next" key to continue from.
 	MaxScanLimit int
+	// MaxGetKeys bounds the keys of one POST /tasks/{id}/get, and
+	// MaxGetBytes the values it answers with (413 too_large beyond either).
+	MaxGetKeys  int
+	MaxGetBytes int
 	// ShutdownTimeout bounds how long Run waits for in-flight requests
 	// once its context ends; requests still running then are cut off.
 	ShutdownTimeout time.Duration
@@ -88,6 +92,10 @@ type Options struct {
 	MaxConns     int
 	MaxRequests  int
 	MaxLongPolls int
+	// SocketGroup, for an API listening on a Unix socket, is the group
+	// (name or numeric ID) whose members may connect besides the agent's
+	// user: the socket is then that group's, mode 0660. Empty: mode 0600.
+	SocketGroup string
 	// Metrics, if non-nil, is served at /metrics (promhttp's handler).
 	Metrics http.Handler
 	// Worker, if non-nil, is told when the worker attaches and detaches
@@ -115,6 +123,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxScanLimit <= 0 {
 		o.MaxScanLimit = DefaultMaxScanLimit
+	}
+	if o.MaxGetKeys <= 0 {
+		o.MaxGetKeys = DefaultMaxGetKeys
+	}
+	if o.MaxGetBytes <= 0 {
+		o.MaxGetBytes = DefaultMaxGetBytes
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
@@ -203,13 +217,22 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // instead of finding the API gone.
 func (s *Server) ShutdownDelivered() <-chan struct{} { return s.shutdownSent }
 
-// Listen binds addr (":0" picks a free port) and returns the bound address.
-// It does not serve; Run does.
+// Listen binds addr (":0" picks a free port), or the Unix socket it names
+// (unix:PATH, see UnixPrefix), and returns the bound address. It does not
+// serve; Run does.
 func (s *Server) Listen(addr string) (net.Addr, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ln != nil {
 		return nil, errors.New("httpapi: Listen called twice")
+	}
+	if path, ok := api.SocketPath(addr); ok {
+		ln, bound, err := listenUnix(path, s.opts.SocketGroup)
+		if err != nil {
+			return nil, err
+		}
+		s.ln = s.admit.listener(ln)
+		return bound, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -300,7 +323,8 @@ func (s *Server) routes() *chi.Mux {
 		r.Post("/tasks/{id}/release", s.release)
 		r.Get("/tasks/{id}/state", s.scan)
 		r.Get("/tasks/{id}/state/*", s.get)
-		r.With(s.requireJSON).Post("/tasks/{id}/commit", s.commit)
+		r.With(s.requireBody).Post("/tasks/{id}/get", s.getMany)
+		r.With(s.requireBody).Post("/tasks/{id}/commit", s.commit)
 		r.Post("/leave", s.leave)
 		r.Get("/leave", s.leaveStatus)
 		r.Get("/group", s.group)

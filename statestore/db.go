@@ -129,6 +129,13 @@ func open(fs vfs.FS, dir string, opts Options) (*Store, error) {
 		EventListener: h.listener(),
 		MemTableSize:  memTable,
 	}
+	cacheBytes := opts.CacheBytes
+	if cacheBytes <= 0 {
+		cacheBytes = DefaultCacheBytes
+	}
+	cache := pebble.NewCache(cacheBytes)
+	defer cache.Unref() // the database holds its own reference
+	popts.Cache = cache
 	var db *pebble.DB
 	err = h.guard("open", func() (err error) {
 		db, err = pebble.Open(dir, popts)
@@ -415,6 +422,55 @@ func (s *Store) Get(task string, key []byte) ([]byte, error) {
 		out = []byte{}
 	}
 	return out, closer.Close()
+}
+
+// GetMany returns the values of keys in task's keyspace, read from one
+// snapshot of the store, so that a commit applied meanwhile is seen by all
+// of them or none: nil for a key the task does not hold, a copy for one it
+// does (an empty value is a non-nil empty slice). The copies share one
+// buffer. Values over maxBytes in total (maxBytes <= 0: no bound) fail
+// with an error wrapping ErrTooLarge.
+func (s *Store) GetMany(task string, keys [][]byte, maxBytes int) ([][]byte, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	prefix := appendDataPrefix(make([]byte, 0, 64), task)
+	k := prefix
+	// ends[i] is where value i ends in buf, or -1 for an absent key.
+	ends := make([]int, len(keys))
+	buf := make([]byte, 0, 128*len(keys))
+	for i, key := range keys {
+		k = append(k[:len(prefix)], key...)
+		v, closer, err := snap.Get(k)
+		if errors.Is(err, pebble.ErrNotFound) {
+			ends[i] = -1
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get %q of task %q: %w", key, task, corruptErr(err))
+		}
+		if maxBytes > 0 && len(buf)+len(v) > maxBytes {
+			_ = closer.Close()
+			return nil, fmt.Errorf("get %d keys of task %q: their values pass %d bytes at key %d: %w", len(keys), task, maxBytes, i, ErrTooLarge)
+		}
+		buf = append(buf, v...)
+		ends[i] = len(buf)
+		if err := closer.Close(); err != nil {
+			return nil, fmt.Errorf("get %q of task %q: %w", key, task, err)
+		}
+	}
+	out := make([][]byte, len(keys))
+	start := 0
+	for i, end := range ends {
+		if end >= 0 {
+			out[i] = buf[start:end:end]
+			start = end
+		}
+	}
+	return out, nil
 }
 
 // Scan returns task's keys and values in key order, selected by o. Keys are

@@ -18,6 +18,9 @@ import (
 var (
 	// ErrNotFound is returned by Get for a key the task does not hold.
 	ErrNotFound = errors.New("statestore: key not found")
+	// ErrTooLarge is returned by GetMany when the values it would return
+	// exceed the bound it was given.
+	ErrTooLarge = errors.New("statestore: values over the bound")
 	// ErrLocked is returned by Open when another process holds the directory.
 	ErrLocked = errors.New("statestore: data directory is in use by another process")
 	// ErrClosed is returned by every method of a closed Store.
@@ -63,6 +66,11 @@ type Options struct {
 	// OnCorrupt says what Open does with a store found corrupt; "" means
 	// Rebuild.
 	OnCorrupt CorruptPolicy
+	// CacheBytes bounds Pebble's block cache, which keeps the blocks of
+	// recently read sstables decompressed in memory; 0 means
+	// DefaultCacheBytes. Reads of state larger than the cache go to the
+	// files (and the OS's page cache) and cost several times more.
+	CacheBytes int64
 }
 
 // minFree is the reserve MinFree asks for, in bytes; 0 means none.
@@ -75,6 +83,9 @@ func (o Options) minFree() uint64 {
 	}
 	return DefaultMinFree
 }
+// DefaultCacheBytes is the block cache of a store without
+// Options.CacheBytes: 128 MiB, allocated as blocks are read.
+const DefaultCacheBytes = 128 << 20
 
 // KV is one key and its value. It is an alias of a plain struct type, not a
 // type of its own: changelog.KV is the same type, so a commit decoded from

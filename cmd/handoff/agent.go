@@ -82,6 +82,7 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			MaxConns:          cfg.APIMaxConns,
 			MaxRequests:       cfg.APIMaxRequests,
 			MaxLongPolls:      cfg.APIMaxLongPolls,
+			SocketGroup:       cfg.APISocketGroup,
 			Metrics:           promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 			Logger:            log.With().Str("component", "api").Logger(),
 		},
@@ -191,7 +192,7 @@ func storeOptions(cfg Config) statestore.Options {
 	if minFree == 0 {
 		minFree = -1 // no reserve
 	}
-	return statestore.Options{MinFree: minFree, OnCorrupt: statestore.CorruptPolicy(cfg.OnCorruptStore)}
+	return statestore.Options{MinFree: minFree, OnCorrupt: statestore.CorruptPolicy(cfg.OnCorruptStore), CacheBytes: int64(cfg.StoreCacheMB) << 20}
 }
 
 // acceptStateLoss expands --accept-state-loss (checked when it was set).

@@ -16,6 +16,7 @@ import (
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
@@ -49,6 +50,9 @@ type Config struct {
 	APIMaxConns          int
 	APIMaxRequests       int
 	APIMaxLongPolls      int
+	// APISocketGroup, with --listen unix:PATH, is the group that may use
+	// the socket besides the agent's user.
+	APISocketGroup string
 
 	// RequireWorker makes the member take active tasks only while its
 	// worker is attached to the API; WorkerTimeout is how long a detached
@@ -61,6 +65,8 @@ type Config struct {
 	// StoreMinFreeMB is the free space the local store keeps on its disk
 	// (0: no reserve); OnCorruptStore what a start does with a corrupt one.
 	StoreMinFreeMB int
+	// StoreCacheMB bounds the local store's block cache.
+	StoreCacheMB   int
 	OnCorruptStore string
 	// AcceptStateLoss is a task spec: tasks this member starts empty when
 	// their state is lost (their changelog was purged).
@@ -114,6 +120,7 @@ func DefaultConfig() Config {
 		SnapshotsOn:          true,
 
 		StoreMinFreeMB: statestore.DefaultMinFree >> 20,
+		StoreCacheMB:   statestore.DefaultCacheBytes >> 20,
 		OnCorruptStore: string(statestore.Rebuild),
 		Snapshots: agent.SnapshotOptions{
 			Every:    agent.DefaultSnapshotEvery,
@@ -185,7 +192,7 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML config `file`: keys are these flags' names")
 	fs.StringVar(&c.Group, "group", c.Group, "`name` of the group (letters, digits, '-', '_')")
 	fs.StringVar(&c.MemberID, "member-id", c.MemberID, "this member's `ID`, stable across restarts (default: the host name)")
-	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` of the worker API")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` of the worker API: host:port, or unix:PATH for a Unix domain socket (mode 0600)")
 	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "API `address` other members and 'handoff status' show (default: --listen)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "`directory` of the local state (and of the embedded NATS server)")
 	fs.StringVar(&c.Zone, "zone", c.Zone, "failure `zone` of this member; standbys go to other zones")
@@ -200,8 +207,10 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API keeps open at once; a new one replaces the oldest that has not sent a complete request (or sends a body, or is idle), else is answered 503")
 	fs.IntVar(&c.APIMaxRequests, "api-max-requests", c.APIMaxRequests, "`requests` (long-polls aside) the API runs at once; more are answered 503 at once")
 	fs.IntVar(&c.APIMaxLongPolls, "api-max-long-polls", c.APIMaxLongPolls, "`long-polls` of /assignment the API holds at once; past it the oldest answers at once")
+	fs.StringVar(&c.APISocketGroup, "api-socket-group", c.APISocketGroup, "with --listen unix:PATH: the `group` (name or ID) whose members may use the socket too; it is made that group's, mode 0660 (default: mode 0600, the agent's user only)")
 
 	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no reserve; a start still waits for room to open the store)")
+	fs.IntVar(&c.StoreCacheMB, "store-cache-mb", c.StoreCacheMB, "`MiB` of memory the local store may keep read blocks in (Pebble's block cache, filled as state is read); reads of state beyond it cost several times more")
 	fs.Var(specValue{&c.AcceptStateLoss}, "accept-state-loss", "stateful task `IDs` (like --tasks) this member starts empty although the group shows they had state that is gone (their changelog was purged); remove once they run")
 	fs.StringVar(&c.OnCorruptStore, "on-corrupt-store", c.OnCorruptStore, "`policy` for a local store found corrupt: rebuild (move it aside, restore the tasks from snapshots and the changelog) or fail")
 
@@ -413,6 +422,24 @@ func scalar(n *yaml.Node) (string, error) {
 	return strings.Join(parts, ","), nil
 }
 
+// validateListen checks --listen and what goes with a socket.
+func (c Config) validateListen() []error {
+	path, socket := api.SocketPath(c.Listen)
+	switch {
+	case socket:
+		if err := api.CheckSocketPath(path); err != nil {
+			return []error{fmt.Errorf("--listen %q: %w", c.Listen, err)}
+		}
+	case c.APISocketGroup != "":
+		return []error{fmt.Errorf("--api-socket-group %q goes with --listen unix:PATH; --listen is %q", c.APISocketGroup, c.Listen)}
+	default:
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			return []error{fmt.Errorf("--listen %q: use host:port, e.g. 127.0.0.1:7070, or unix:PATH for a Unix socket, e.g. unix:/run/handoff/api.sock", c.Listen)}
+		}
+	}
+	return nil
+}
+
 // Validate reports every problem with c, each saying how to fix it.
 func (c Config) Validate() error {
 	var errs []error
@@ -422,9 +449,7 @@ func (c Config) Validate() error {
 	if !group.ValidMemberID(c.MemberID) {
 		errs = append(errs, fmt.Errorf("--member-id %q: use 1 to 128 letters, digits, '-' or '_'", c.MemberID))
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("--listen %q: use host:port, e.g. 127.0.0.1:7070", c.Listen))
-	}
+	errs = append(errs, c.validateListen()...)
 	if c.NATS.URL == "" {
 		errs = append(errs, c.NATS.validateEmbedded()...)
 	}
@@ -447,6 +472,9 @@ func (c Config) Validate() error {
 	}
 	if c.RequireWorker && c.WorkerTimeout <= httpapi.DefaultWorkerGrace {
 		errs = append(errs, fmt.Errorf("--worker-timeout %v: use more than the %v a worker may take between two polls, e.g. %v", c.WorkerTimeout, httpapi.DefaultWorkerGrace, agent.DefaultWorkerTimeout))
+	}
+	if c.StoreCacheMB < 1 {
+		errs = append(errs, fmt.Errorf("--store-cache-mb %d: use 1 or more", c.StoreCacheMB))
 	}
 	if c.StoreMinFreeMB < 0 {
 		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no reserve) or more", c.StoreMinFreeMB))

@@ -204,6 +204,14 @@ nats-tls-key: /tls/client-key.pem
 			set:  []string{},
 		},
 		{
+			name: "a Unix socket",
+			in:   configCase{args: []string{"--listen", "unix:/run/handoff/api.sock", "--api-socket-group", "workers"}},
+			want: want(func(c *Config) {
+				c.Listen, c.Advertise, c.APISocketGroup = "unix:/run/handoff/api.sock", "unix:/run/handoff/api.sock", "workers"
+			}),
+			set: []string{"api-socket-group", "listen"},
+		},
+		{
 			name: "advertise defaults to listen",
 			in:   configCase{args: []string{"--listen", "127.0.0.1:7171"}},
 			want: want(func(c *Config) { c.Listen = "127.0.0.1:7171" }),
@@ -274,7 +282,10 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"capacity 0", configCase{args: []string{"--capacity=0"}}, []string{"--capacity 0: use 1 or more"}},
 		{"worker timeout within the grace", configCase{args: []string{"--worker-timeout=1s"}}, []string{"--worker-timeout 1s: use more than the 1s"}},
 		{"too many replicas", configCase{file: "replicas: 7\n"}, []string{"--replicas 7: use 1 to 5"}},
-		{"listen without port", configCase{file: "listen: localhost\n"}, []string{`--listen "localhost"`}},
+		{"listen without port", configCase{file: "listen: localhost\n"}, []string{`--listen "localhost"`, "or unix:PATH"}},
+		{"socket path empty", configCase{args: []string{"--listen", "unix:"}}, []string{`--listen "unix:"`, "the socket path is empty"}},
+		{"socket path too long", configCase{args: []string{"--listen", "unix:/" + strings.Repeat("s", 120)}}, []string{"a Unix socket path is at most 107"}},
+		{"socket group without a socket", configCase{args: []string{"--api-socket-group", "workers"}}, []string{"--api-socket-group \"workers\" goes with --listen unix:PATH"}},
 		{"embedded listen without port", configCase{file: "embedded-nats-listen: localhost\n"}, []string{`--embedded-nats-listen "localhost"`}},
 		{"open embedded NATS", configCase{args: []string{"--embedded-nats-listen", "0.0.0.0:4222"}},
 			[]string{"--embedded-nats-listen 0.0.0.0:4222 is reachable from other hosts", "Set --nats-token (or --nats-user and --nats-password)", "or listen on 127.0.0.1"}},
@@ -287,6 +298,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"API without connections", configCase{env: map[string]string{"HANDOFF_API_MAX_CONNS": "-1"}}, []string{"--api-max-conns -1: use more than --api-max-requests plus --api-max-long-polls (320)"}},
 		{"API connections no more than its requests", configCase{args: []string{"--api-max-conns", "64", "--api-max-requests", "60"}}, []string{"--api-max-conns 64: use more than"}},
 		{"API without requests", configCase{args: []string{"--api-max-requests", "0"}}, []string{"--api-max-requests 0, --api-max-long-polls 64: use 1 or more"}},
+		{"store cache 0", configCase{args: []string{"--store-cache-mb", "0"}}, []string{"--store-cache-mb 0: use 1 or more"}},
 		{"TLS cert without key", configCase{file: "nats-tls-cert: c.pem\n"}, []string{"--nats-tls-cert and --nats-tls-key go together"}},
 		{"log level", configCase{file: "log-level: loud\n"}, []string{`--log-level "loud"`}},
 		{"log format", configCase{file: "log-format: xml\n"}, []string{`--log-format "xml"`}},
@@ -325,7 +337,7 @@ func TestEverySettingHasOneName(t *testing.T) {
 		"nats-user": "u", "release-timeout": "3s", "replicas": "3", "session-timeout": "9s",
 		"stable-max-wait": "50s", "standbys": "2", "stateless-tasks": "s-0..1", "tasks": "t-0..3", "zone": "z",
 		"snapshot-every": "500", "snapshot-interval": "5m0s", "snapshot-keep": "3", "snapshot-margin": "77", "snapshots": "false",
-		"require-worker": "false", "worker-timeout": "12s",
+		"require-worker": "false", "worker-timeout": "12s", "api-socket-group": "65532", "store-cache-mb": "64",
 		"store-min-free-mb": "256", "on-corrupt-store": "fail", "accept-state-loss": "t-1..2",
 		"nats-tls-cert": "", "nats-tls-key": "", // go together: set below
 		"config": "", "print-config": "", // not settings of the file
@@ -334,7 +346,8 @@ func TestEverySettingHasOneName(t *testing.T) {
 	// every route: the embedded NATS server takes no creds file, and a
 	// user and a password together.
 	with := map[string][]string{
-		"nats-creds": {"--nats=nats://n:4222"}, "nats-user": {"--nats=nats://n:4222"}, "nats-password": {"--nats=nats://n:4222"},
+		"api-socket-group": {"--listen=unix:/run/handoff/api.sock"},
+		"nats-creds":       {"--nats=nats://n:4222"}, "nats-user": {"--nats=nats://n:4222"}, "nats-password": {"--nats=nats://n:4222"},
 	}
 	var probe Config
 	agentFlags(&probe).VisitAll(func(f *flag.Flag) {

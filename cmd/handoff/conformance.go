@@ -23,6 +23,7 @@ func runConformance(ctx context.Context, args []string, e *env) error {
 	tasks := fs.Int("tasks", conformance.DefaultTasks, "stateful tasks in the group (at least 4)")
 	phase := fs.Duration("phase-timeout", conformance.DefaultPhaseWait, "how `long` each step may take, the worker's start-up included")
 	quiet := fs.Bool("quiet", false, "print only the report, not the steps")
+	unix := fs.Bool("unix", false, "the agent and the proxy listen on Unix sockets: the worker gets SIDECAR_URL=unix:PATH (as with an agent's --listen unix:PATH)")
 	fs.Usage = func() {
 		fmt.Fprintf(e.stdout, `Usage: handoff conformance [flags] -- <command that starts a worker> [args]
 
@@ -32,7 +33,9 @@ server, a real agent, and your worker with these variables in its
 environment:
 
   %-14s the agent's API (the same API as in production, through a
-                 proxy that records every call and injects faults)
+                 proxy that records every call and injects faults):
+                 http://127.0.0.1:PORT, or with --unix unix:PATH, a Unix
+                 socket to call as http://localhost
   %-14s the API token: send "Authorization: Bearer <token>"
   %-14s the NATS server holding the job's input
   %-14s the group: task T's input is subject input.<group>.T of
@@ -62,6 +65,7 @@ It prints a table with the reason for each failed case and exits with status
 Examples:
   handoff conformance -- python3 examples/python/worker.py
   handoff conformance -- bin/counter
+  handoff conformance --unix -- bin/counter --cache=false
   handoff conformance --json -- ./my-worker --some-flag
 
 Flags:
@@ -75,7 +79,7 @@ Flags:
 		fs.Usage()
 		return errors.New("give the command that starts your worker after --")
 	}
-	opts := conformance.Options{Command: fs.Args(), Tasks: *tasks, PhaseWait: *phase, Dir: *dir}
+	opts := conformance.Options{Command: fs.Args(), Tasks: *tasks, PhaseWait: *phase, Dir: *dir, Socket: *unix}
 	if !*quiet && !*asJSON {
 		opts.Progress = e.stderr
 	}

@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/client"
 )
 
 // 'handoff health' exists because the image is distroless: a container
@@ -44,17 +47,28 @@ func dialableAddr(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// apiBase returns the base URL of the agent's API at a listen address and
+// the transport that reaches it: over TCP to a dialable host, or through
+// the socket of a unix:PATH address. No proxy: the agent is local, and
+// HTTP_PROXY in a container must not turn a probe into a call elsewhere.
+func apiBase(addr string) (string, *http.Transport) {
+	if _, ok := api.SocketPath(addr); ok {
+		return "http://localhost", client.NewTransport(addr)
+	}
+	return "http://" + dialableAddr(addr), &http.Transport{Proxy: nil}
+}
+
 // runHealth is for container probes, where there may be no curl (the
 // image is distroless): it GETs /healthz (or /readyz) and fails unless the
 // answer is 200.
 func runHealth(ctx context.Context, args []string, e *env) error {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	fs.SetOutput(e.stdout)
-	addr := fs.String("addr", defaultAPIAddr(e.getenv), "`address` of the agent's API; HANDOFF_LISTEN, if set, is the default")
+	addr := fs.String("addr", defaultAPIAddr(e.getenv), "`address` of the agent's API (host:port, or unix:PATH for its Unix socket); HANDOFF_LISTEN, if set, is the default")
 	ready := fs.Bool("ready", false, "probe /readyz (joined the group, NATS connected) instead of /healthz (the API serves)")
 	timeout := fs.Duration("timeout", 3*time.Second, "fail if there is no answer within this `long`")
 	fs.Usage = func() {
-		fmt.Fprint(e.stdout, `Usage: handoff health [--addr HOST:PORT] [--ready] [--timeout D]
+		fmt.Fprint(e.stdout, `Usage: handoff health [--addr HOST:PORT|unix:PATH] [--ready] [--timeout D]
 
 Probes the agent's API for a container health check, liveness, readiness or
 startup probe: exit status 0 when /healthz (or /readyz with --ready) answers
@@ -74,26 +88,29 @@ Flags:
 	if *ready {
 		path = "/readyz"
 	}
-	url := "http://" + dialableAddr(*addr) + path
+	base, transport := apiBase(*addr)
+	url := base + path
+	shown := url // what messages call it
+	if _, socket := api.SocketPath(*addr); socket {
+		shown = *addr + " " + path
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("health: %w", err)
 	}
-	// No proxy: the agent is local, and HTTP_PROXY in a container must not
-	// turn a probe into a call elsewhere.
-	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	hc := &http.Client{Transport: transport}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("health: %s: %w (is the agent running with --listen %s?)", url, err, *addr)
+		return fmt.Errorf("health: %s: %w (is the agent running with --listen %s?)", shown, err, *addr)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("health: %s answered %d: %s", url, resp.StatusCode, apiMessage(body))
+		return fmt.Errorf("health: %s answered %d: %s", shown, resp.StatusCode, apiMessage(body))
 	}
-	fmt.Fprintf(e.stdout, "%s: %s\n", url, strings.TrimSpace(string(body)))
+	fmt.Fprintf(e.stdout, "%s: %s\n", shown, strings.TrimSpace(string(body)))
 	return nil
 }
 

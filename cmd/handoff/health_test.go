@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,17 @@ func TestHealth(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
+	// The same server on a Unix socket, as an agent with --listen unix:PATH.
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	sln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onSocket := httptest.NewUnstartedServer(srv.Config.Handler)
+	onSocket.Listener.Close()
+	onSocket.Listener = sln
+	onSocket.Start()
+	defer onSocket.Close()
 	addr := srv.Listener.Addr().String()
 	_, port, _ := net.SplitHostPort(addr)
 	closed := closedAddr(t)
@@ -52,6 +64,10 @@ func TestHealth(t *testing.T) {
 		{name: "ready", args: []string{"--addr", addr, "--ready"}, ready: true, wantOut: `/readyz: {"status":"ready"}`},
 		{name: "not ready", args: []string{"--addr", addr, "--ready"}, wantErr: "answered 503: not ready: waiting for the first generation"},
 		{name: "no agent", args: []string{"--addr", closed}, wantErr: "is the agent running with --listen " + closed},
+		{name: "socket", args: []string{"--addr", "unix:" + sock}, wantOut: "unix:" + sock + ` /healthz: {"status":"ok"}`},
+		{name: "socket ready", args: []string{"--addr", "unix:" + sock, "--ready"}, ready: true, wantOut: `/readyz: {"status":"ready"}`},
+		{name: "socket from HANDOFF_LISTEN", env: map[string]string{"HANDOFF_LISTEN": "unix:" + sock}, wantOut: "unix:" + sock},
+		{name: "no socket", args: []string{"--addr", "unix:" + sock + ".gone"}, wantErr: "is the agent running with --listen unix:" + sock + ".gone"},
 		{name: "argument", args: []string{"--addr", addr, "extra"}, wantErr: `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -69,6 +70,9 @@ type (
 			ConfigMap *struct {
 				Name string `yaml:"name"`
 			} `yaml:"configMap"`
+			EmptyDir *struct {
+				Medium string `yaml:"medium"`
+			} `yaml:"emptyDir"`
 		} `yaml:"volumes"`
 	}
 	k8sContainer struct {
@@ -347,8 +351,36 @@ func TestKubernetesManifests(t *testing.T) {
 			sidecarURL = e.Value
 		}
 	}
-	if want := "http://" + cfg.Listen; sidecarURL != want {
+	if want := apiURL(cfg.Listen); sidecarURL != want {
 		t.Errorf("worker SIDECAR_URL %q, want %q (the sidecar's listen address)", sidecarURL, want)
+	}
+	// A socket lives on a volume of the pod's own that both containers
+	// mount at its directory; both run as the pod's user, who alone may
+	// connect to it (mode 0600).
+	if path, socket := api.SocketPath(cfg.Listen); socket {
+		dir := filepath.Dir(path)
+		mounted := func(c k8sContainer) string {
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == dir {
+					return m.Name
+				}
+			}
+			return ""
+		}
+		vol := mounted(side)
+		if vol == "" || mounted(worker) != vol {
+			t.Errorf("the socket's directory %s is not one volume mounted by both the sidecar (%q) and the worker (%q)", dir, vol, mounted(worker))
+		}
+		shared := false
+		for _, v := range pod.Volumes {
+			shared = shared || v.Name == vol && v.EmptyDir != nil
+		}
+		if !shared {
+			t.Errorf("volume %q of the socket is not an emptyDir of the pod's own", vol)
+		}
+		if sc.RunAsUser == 0 {
+			t.Errorf("no pod-level runAsUser: the socket (mode 0600) needs the sidecar and the worker to run as one user")
+		}
 	}
 
 	// The grace period covers the longest graceful leave.
@@ -379,11 +411,24 @@ func runPreStop(t *testing.T, script, api, path string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), exitDeadline)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script)
-	cmd.Env = []string{"PATH=" + path, "SIDECAR_URL=http://" + api}
+	cmd.Env = []string{"PATH=" + path, "SIDECAR_URL=" + apiURL(api)}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("preStop hook: %w (context: %v)\n%s", err, ctx.Err(), out)
 	}
 	return nil
+}
+
+// shortTempDir is a temporary directory with a short path, removed when
+// the test ends: a socket's path is at most 107 bytes, and t.TempDir's
+// names the test.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // toolsOnly returns a directory holding links to the named programs only,
@@ -414,12 +459,16 @@ func TestKubernetesPreStop(t *testing.T) {
 		t.Skip("no /bin/sh")
 	}
 	script := preStopScript(t, container(t, only(t, k8sManifests(t), "StatefulSet").Spec.Template.Spec.Containers, "worker"))
-	for _, tool := range []string{"curl", "wget"} {
-		t.Run(tool, func(t *testing.T) {
+	for _, tt := range []struct{ name, tool, listen string }{
+		{"curl", "curl", "127.0.0.1:0"},
+		{"wget", "wget", "127.0.0.1:0"},
+		{"curl on a socket", "curl", "unix:" + filepath.Join(shortTempDir(t), "api.sock")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			path := toolsOnly(t, tool, "sed")
+			path := toolsOnly(t, tt.tool, "sed")
 			a := startAgent(t, "m1", nil, "--group", "prestop", "--member-id", "m1", "--data-dir", t.TempDir(),
-				"--listen", "127.0.0.1:0", "--embedded-nats-listen", "127.0.0.1:0", "--tasks", "orders-0..1")
+				"--listen", tt.listen, "--embedded-nats-listen", "127.0.0.1:0", "--tasks", "orders-0..1")
 			startWorker(t, a.api) // releases the tasks the leave revokes
 			v := a.waitView(startDeadline, "state member", isMember)
 			if v.Shutdown {
@@ -429,7 +478,7 @@ func TestKubernetesPreStop(t *testing.T) {
 				t.Fatal(err)
 			}
 			var st api.LeaveStatus
-			getJSON(t, a.url("/leave"), &st)
+			a.getJSON("/leave", &st)
 			if !st.Shutdown {
 				t.Errorf("the preStop hook returned before the agent said shutdown: %+v", st)
 			}
@@ -461,12 +510,15 @@ func TestKubernetesPreStopProtocol(t *testing.T) {
 		"GET /assignment?wait=30s&after=7",
 		"GET /assignment?wait=30s&after=12",
 	}
-	for _, tool := range []string{"curl", "wget"} {
-		t.Run(tool, func(t *testing.T) {
-			path := toolsOnly(t, tool, "sed")
+	for _, tt := range []struct {
+		name, tool string
+		socket     bool
+	}{{"curl", "curl", false}, {"wget", "wget", false}, {"curl on a socket", "curl", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := toolsOnly(t, tt.tool, "sed")
 			var mu sync.Mutex
 			var calls []string
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				defer mu.Unlock()
 				calls = append(calls, r.Method+" "+r.URL.RequestURI())
@@ -481,8 +533,22 @@ func TestKubernetesPreStopProtocol(t *testing.T) {
 					w.WriteHeader(http.StatusBadRequest)
 				}
 			}))
+			addr := ""
+			if tt.socket {
+				sock := filepath.Join(shortTempDir(t), "api.sock")
+				ln, err := net.Listen("unix", sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv.Listener.Close()
+				srv.Listener, addr = ln, "unix:"+sock
+			}
+			srv.Start()
 			defer srv.Close()
-			if err := runPreStop(t, script, srv.Listener.Addr().String(), path); err != nil {
+			if addr == "" {
+				addr = srv.Listener.Addr().String()
+			}
+			if err := runPreStop(t, script, addr, path); err != nil {
 				t.Fatal(err)
 			}
 			mu.Lock()
@@ -491,7 +557,11 @@ func TestKubernetesPreStopProtocol(t *testing.T) {
 				t.Errorf("the preStop hook called\n%q\nwant\n%q", calls, want)
 			}
 
-			if err := runPreStop(t, script, closedAddr(t), path); err == nil {
+			gone := closedAddr(t)
+			if tt.socket {
+				gone = "unix:" + filepath.Join(shortTempDir(t), "gone.sock")
+			}
+			if err := runPreStop(t, script, gone, path); err == nil {
 				t.Errorf("the preStop hook succeeded with no agent to call")
 			}
 		})
@@ -528,11 +598,22 @@ func TestKubernetesTermination(t *testing.T) {
 			}
 			e = append(e, k+"="+v)
 		}
-		// Flags win over the file: a local NATS, a free port, fewer tasks.
-		return startAgent(t, member, e, "--nats", ns.URL, "--replicas", "1", "--listen", "127.0.0.1:0",
+		// Flags win over the file: a local NATS, a socket in a directory
+		// of the test's (as the ConfigMap's, in the pod's volume) or a
+		// free port, fewer tasks.
+		listen := "127.0.0.1:0"
+		if _, socket := api.SocketPath(cfg.Listen); socket {
+			listen = "unix:" + filepath.Join(shortTempDir(t), "api.sock")
+		}
+		return startAgent(t, member, e, "--nats", ns.URL, "--replicas", "1", "--listen", listen,
 			"--tasks", fmt.Sprintf("orders-0..%d", tasks-3), "--stateless-tasks", "enrich-0..1")
 	}
 	m0 := start("orders-0")
+	if _, socket := api.SocketPath(cfg.Listen); socket {
+		if _, ok := api.SocketPath(m0.api); !ok {
+			t.Fatalf("orders-0 serves its API on %s, want the Unix socket the ConfigMap's listen asks for", m0.api)
+		}
+	}
 	w0 := startWorker(t, m0.api)
 	m0.waitView(startDeadline, "every task", func(v api.View) bool { return len(v.Tasks) == tasks })
 	m1 := start("orders-1")

@@ -29,12 +29,12 @@ func init() {
 func runLeave(ctx context.Context, args []string, e *env) error {
 	fs := flag.NewFlagSet("leave", flag.ContinueOnError)
 	fs.SetOutput(e.stdout)
-	addr := fs.String("addr", "127.0.0.1:7070", "`address` of the member's agent API")
+	addr := fs.String("addr", "127.0.0.1:7070", "`address` of the member's agent API: host:port, a URL, or unix:PATH for an agent on a Unix socket")
 	token := fs.String("token", e.getenv("HANDOFF_API_TOKEN"), "API token, if the agent requires one (default $HANDOFF_API_TOKEN)")
 	noWait := fs.Bool("no-wait", false, "start the leave and return at once")
 	timeout := fs.Duration("timeout", 0, "give up waiting after this long (0: wait until done)")
 	fs.Usage = func() {
-		fmt.Fprint(e.stdout, `Usage: handoff leave [--addr HOST:PORT] [--no-wait] [--timeout D]
+		fmt.Fprint(e.stdout, `Usage: handoff leave [--addr HOST:PORT|unix:PATH] [--no-wait] [--timeout D]
 
 Marks the member leaving: the group warms its stateful tasks on the members
 that stay and hands each over once its learner has caught up; stateless tasks
@@ -50,7 +50,7 @@ Flags:
 		return err
 	}
 	base := *addr
-	if !strings.Contains(base, "://") {
+	if _, socket := api.SocketPath(base); !socket && !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
 	c := client.New(base, client.WithToken(*token))

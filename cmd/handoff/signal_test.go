@@ -208,11 +208,42 @@ func (p *agentProc) waitExit(d time.Duration) int {
 
 func (p *agentProc) url(path string) string { return "http://" + p.api + path }
 
+// apiURL is an agent's API address (host:port, or unix:PATH) as a client
+// takes it.
+func apiURL(addr string) string {
+	if _, socket := api.SocketPath(addr); socket {
+		return addr
+	}
+	return "http://" + addr
+}
+
+// getJSON GETs path of p's API, on TCP or its Unix socket, into out.
+func (p *agentProc) getJSON(path string, out any) {
+	p.t.Helper()
+	if _, socket := api.SocketPath(p.api); !socket {
+		getJSON(p.t, p.url(path), out)
+		return
+	}
+	hc := &http.Client{Transport: client.NewTransport(p.api)}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("http://localhost" + path)
+	if err != nil {
+		p.t.Fatalf("GET %s on %s: %v", path, p.api, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		p.t.Fatalf("GET %s on %s: status %d", path, p.api, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		p.t.Fatalf("GET %s on %s: %v", path, p.api, err)
+	}
+}
+
 // view long-polls p's /assignment past version after.
 func (p *agentProc) view(after uint64) api.View {
 	p.t.Helper()
 	var v api.View
-	getJSON(p.t, p.url(fmt.Sprintf("/assignment?wait=10s&after=%d", after)), &v)
+	p.getJSON(fmt.Sprintf("/assignment?wait=10s&after=%d", after), &v)
 	return v
 }
 
@@ -374,7 +405,7 @@ func startWorker(t *testing.T, api string) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
 	var once sync.Once
 	go func() {
-		w.done <- client.Run(ctx, client.New("http://"+api), func(ctx context.Context, _ client.Task) error {
+		w.done <- client.Run(ctx, client.New(apiURL(api)), func(ctx context.Context, _ client.Task) error {
 			<-ctx.Done()
 			return nil
 		}, client.RunOptions{Logger: zerolog.Nop(), OnEvent: func(ev client.Event) {

@@ -7,6 +7,8 @@
 // the event log; this command parses flags, connects to NATS and runs it:
 //
 //	counter --sidecar http://127.0.0.1:7070 --nats nats://127.0.0.1:4222 --group demo [--events FILE|-]
+//	counter --sidecar unix:/run/handoff/api.sock ...   # an agent on a Unix socket
+//	counter --cache=false ...                          # keep no counts: one batch get per commit
 //
 // counter exits 0 once the sidecar says shutdown.
 package main
@@ -52,13 +54,14 @@ type config struct {
 	pollWait    time.Duration
 	events      string
 	logLevel    string
+	cache       bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("counter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.sidecar, "sidecar", envOr("SIDECAR_URL", "http://127.0.0.1:7070"), "the handoff agent's API (default $SIDECAR_URL if set)")
+	fs.StringVar(&c.sidecar, "sidecar", envOr("SIDECAR_URL", "http://127.0.0.1:7070"), "the handoff agent's API, http://HOST:PORT or unix:PATH for its Unix socket (default $SIDECAR_URL if set)")
 	fs.StringVar(&c.token, "token", os.Getenv("SIDECAR_TOKEN"), "the agent's API token (its --api-token), if it has one (default $SIDECAR_TOKEN)")
 	fs.StringVar(&c.natsURL, "nats", envOr("NATS_URL", nats.DefaultURL), "NATS server with the input stream (default $NATS_URL if set)")
 	fs.StringVar(&c.group, "group", envOr("HANDOFF_GROUP", "demo"), "the group's name; input subjects are input.<group>.<task> (default $HANDOFF_GROUP if set)")
@@ -66,6 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.batch, "batch", countworker.DefaultBatch, "most messages per commit")
 	fs.DurationVar(&c.maxDelay, "max-delay", countworker.DefaultMaxDelay, "longest time a read message waits for its commit")
 	fs.DurationVar(&c.pollWait, "poll-wait", client.DefaultPollWait, "how long each long-poll of GET /assignment waits for a change")
+	fs.BoolVar(&c.cache, "cache", true, "remember the counts this worker committed; --cache=false keeps none and reads every batch's counts from the sidecar with one batch get")
 	fs.StringVar(&c.events, "events", "", "write JSON-line events to this file (- for stdout)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -141,6 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Stream:   cfg.inputStream,
 		Batch:    cfg.batch,
 		MaxDelay: cfg.maxDelay,
+		NoCache:  !cfg.cache,
 		PollWait: cfg.pollWait,
 		Events:   events,
 		Logger:   log,

@@ -18,7 +18,9 @@ The parts, top to bottom:
 Configuration comes from the environment (what `handoff conformance` and the
 Kubernetes example give a worker) or from flags:
 
-  SIDECAR_URL    --sidecar   the agent's API, default http://127.0.0.1:7070
+  SIDECAR_URL    --sidecar   the agent's API, default http://127.0.0.1:7070;
+                             unix:/path/to/api.sock for an agent on a Unix
+                             socket (its --listen unix:PATH)
   SIDECAR_TOKEN  --token     the agent's API token, if it has one
   NATS_URL       --nats      the NATS server with the input stream
   HANDOFF_GROUP  --group     input is subject input.<group>.<task> of stream INPUT_<group>
@@ -73,14 +75,40 @@ class Unreachable(Exception):
     timeout). The outcome of the call is unknown."""
 
 
+class UnixConnection(http.client.HTTPConnection):
+    """HTTP over the agent's Unix socket, as http://localhost."""
+
+    def __init__(self, path):
+        super().__init__("localhost")
+        self.path = path
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
 class Sidecar:
-    """The agent's HTTP API. One connection per thread, kept alive."""
+    """The agent's HTTP API. One connection per thread, kept alive. The URL
+    is http://HOST:PORT, or unix:PATH for an agent on a Unix socket."""
 
     def __init__(self, url, token):
-        u = urllib.parse.urlsplit(url)
-        self.host, self.port = u.hostname, u.port or 80
+        self.socket = url[len("unix:"):] if url.startswith("unix:") else None
+        if not self.socket:
+            u = urllib.parse.urlsplit(url)
+            self.host, self.port = u.hostname, u.port or 80
         self.headers = {"Authorization": "Bearer " + token} if token else {}
         self.local = threading.local()
+
+    def connection(self):
+        if self.socket:
+            return UnixConnection(self.socket)
+        return http.client.HTTPConnection(self.host, self.port)
 
     def call(self, method, path, query=None, body=None, timeout=10):
         """Sends one request; returns the decoded JSON (or raw bytes for a
@@ -95,7 +123,7 @@ class Sidecar:
             headers["Content-Type"] = "application/json"
         conn = getattr(self.local, "conn", None)
         if conn is None:
-            conn = http.client.HTTPConnection(self.host, self.port)
+            conn = self.connection()
             self.local.conn = conn
         try:
             conn.timeout = timeout
@@ -133,16 +161,17 @@ class Sidecar:
     def release(self, task, epoch):
         return self.call("POST", f"/tasks/{task}/release", {"epoch": epoch})
 
-    def count(self, task, key):
-        """The committed count of key (0 if none). The key is any bytes in
-        the path, percent-encoded, '/' included."""
-        try:
-            raw = self.call("GET", f"/tasks/{task}/state/" + urllib.parse.quote(key, safe=""))
-        except ApiError as e:
-            if e.code == "not_found":
-                return 0
-            raise
-        return int(raw)
+    def counts(self, task, keys):
+        """The committed counts of keys (0 for a key with none), read in one
+        batch get (POST /tasks/{id}/get): the values come back in the order
+        of the keys, null for an absent one. At most 10000 keys a call."""
+        out = {}
+        for i in range(0, len(keys), 10000):
+            chunk = keys[i:i + 10000]
+            res = self.call("POST", f"/tasks/{task}/get", body={"keys": [b64(k.encode()) for k in chunk]})
+            for key, value in zip(chunk, res["values"]):
+                out[key] = int(base64.b64decode(value)) if value is not None else 0
+        return out
 
 
 def b64(b):
@@ -336,11 +365,10 @@ class TaskRun:
         """Commits the new counts of the pending keys with checkpoint pos.
         Retries while the agent is unreachable or answers 503: if a retried
         commit had landed, the agent answers 409 resume."""
-        puts = {}
-        for key, n in pending.items():
-            if key not in committed:
-                committed[key] = self.w.api.count(self.id, key)
-            puts[key] = str(committed[key] + n)
+        missing = [key for key in pending if key not in committed]
+        if missing:
+            committed.update(self.w.api.counts(self.id, missing))
+        puts = {key: str(committed[key] + n) for key, n in pending.items()}
         checkpoint = struct.pack(">Q", pos)
         deadline = time.monotonic() + STOP_TIMEOUT
         backoff, retried = 0.05, False

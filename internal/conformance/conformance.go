@@ -77,6 +77,10 @@ type Options struct {
 	Dir string
 	// Progress, if set, gets one line per step of the run.
 	Progress io.Writer
+	// Socket makes the agent and the proxy in front of it listen on Unix
+	// sockets, as in a pod whose containers share a volume: the worker
+	// gets SIDECAR_URL=unix:PATH.
+	Socket bool
 }
 
 func (o *Options) setDefaults() error {
@@ -119,10 +123,11 @@ type run struct {
 	bDone   chan struct{}
 	bErr    error
 
-	rec    *recorder
-	px     *proxy
-	prod   *producer
-	worker *process
+	rec     *recorder
+	px      *proxy
+	sockets string // the directory of the sockets, with Options.Socket
+	prod    *producer
+	worker  *process
 
 	// What the run did, for the cases to judge.
 	notes  []string // steps that did not complete, in order
@@ -223,10 +228,20 @@ func (r *run) setup(ctx context.Context) (err error) {
 	if err := countworker.EnsureStream(ctx, r.js, countworker.StreamName(DefaultGroup), DefaultGroup); err != nil {
 		return err
 	}
-	if r.a, err = startMember(ctx, r.srv.ClientURL(), r.dir, DefaultGroup, "worker-under-test", r.token, r.cfg, r.log); err != nil {
+	agentAddr, proxyAddr := "127.0.0.1:0", "127.0.0.1:0"
+	if r.o.Socket {
+		// A directory of its own, with a short path: a socket's path is at
+		// most 107 bytes, and --dir may be long.
+		if r.sockets, err = os.MkdirTemp("", "handoff-conf-"); err != nil {
+			return fmt.Errorf("make the sockets' directory: %w", err)
+		}
+		agentAddr = api.UnixPrefix + filepath.Join(r.sockets, "agent.sock")
+		proxyAddr = api.UnixPrefix + filepath.Join(r.sockets, "api.sock")
+	}
+	if r.a, err = startMember(ctx, r.srv.ClientURL(), r.dir, agentAddr, DefaultGroup, "worker-under-test", r.token, r.cfg, r.log); err != nil {
 		return err
 	}
-	if r.px, err = newProxy(r.a.URL(), r.rec); err != nil {
+	if r.px, err = newProxy(r.a.URL(), proxyAddr, r.rec); err != nil {
 		return err
 	}
 	r.px.start()
@@ -254,6 +269,9 @@ func (r *run) close() {
 	}
 	if r.a != nil {
 		_ = r.a.stop()
+	}
+	if r.sockets != "" {
+		_ = os.RemoveAll(r.sockets)
 	}
 	if r.nc != nil {
 		r.nc.Close()
@@ -412,7 +430,7 @@ func (r *run) injectFaults(ctx context.Context) {
 // waits until it holds its share of the tasks.
 func (r *run) join(ctx context.Context) bool {
 	var err error
-	if r.b, err = startMember(ctx, r.srv.ClientURL(), r.dir, DefaultGroup, "second-member", r.token, r.cfg, r.log); err != nil {
+	if r.b, err = startMember(ctx, r.srv.ClientURL(), r.dir, "127.0.0.1:0", DefaultGroup, "second-member", r.token, r.cfg, r.log); err != nil {
 		r.note("start the second member: %v", err)
 		return false
 	}

@@ -16,13 +16,21 @@ import (
 
 func runWorker(t *testing.T, argv ...string) Report {
 	t.Helper()
+	return runWorkerWith(t, Options{}, argv...)
+}
+
+// runWorkerWith is runWorker with options (the command and the directory
+// are set here).
+func runWorkerWith(t *testing.T, o Options, argv ...string) Report {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs a worker process against real agents")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	rep, err := Run(ctx, Options{Command: argv, Dir: t.TempDir(), Progress: &progress})
+	o.Command, o.Dir, o.Progress = argv, t.TempDir(), &progress
+	rep, err := Run(ctx, o)
 	if err != nil {
 		t.Fatalf("Run(%q): %v\n%s", argv, err, progress.String())
 	}
@@ -50,7 +58,9 @@ func pythonWorker(t *testing.T) string {
 	return p
 }
 
-func TestGoCounterConforms(t *testing.T) {
+// buildCounter builds examples/counter for the test.
+func buildCounter(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the counter and runs it against real agents")
 	}
@@ -60,9 +70,30 @@ func TestGoCounterConforms(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./examples/counter: %v\n%s", err, out)
 	}
-	if rep := runWorker(t, bin); !rep.Passed {
+	return bin
+}
+
+func TestGoCounterConforms(t *testing.T) {
+	if rep := runWorker(t, buildCounter(t)); !rep.Passed {
 		t.Errorf("the Go counter failed cases %v", rep.Failed())
 	}
+}
+
+// TestConformsOverUnixSocket runs the Go counter (without its cache: it
+// reads every batch's counts with a batch get, in the binary form) and the
+// Python worker (JSON) against an agent on a Unix socket.
+func TestConformsOverUnixSocket(t *testing.T) {
+	t.Run("go", func(t *testing.T) {
+		if rep := runWorkerWith(t, Options{Socket: true}, buildCounter(t), "--cache=false"); !rep.Passed {
+			t.Errorf("the Go counter over a Unix socket failed cases %v", rep.Failed())
+		}
+	})
+	t.Run("python", func(t *testing.T) {
+		py := python(t)
+		if rep := runWorkerWith(t, Options{Socket: true}, py, pythonWorker(t)); !rep.Passed {
+			t.Errorf("examples/python/worker.py over a Unix socket failed cases %v", rep.Failed())
+		}
+	})
 }
 
 func TestPythonWorkerConforms(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/sidecar"
 )
@@ -29,8 +30,8 @@ type member struct {
 }
 
 // startMember opens and runs member id of group on the NATS server at url,
-// with its data under dir.
-func startMember(ctx context.Context, url, dir, group, id, token string, cfg assign.Config, log zerolog.Logger) (*member, error) {
+// with its data under dir and its API on listen.
+func startMember(ctx context.Context, url, dir, listen, group, id, token string, cfg assign.Config, log zerolog.Logger) (*member, error) {
 	log = log.With().Str("member", id).Logger()
 	nc, err := nats.Connect(url, nats.Name("handoff-conformance-"+id), nats.MaxReconnects(-1))
 	if err != nil {
@@ -39,7 +40,7 @@ func startMember(ctx context.Context, url, dir, group, id, token string, cfg ass
 	sc, err := sidecar.Open(ctx, nc, sidecar.Options{
 		DataDir: filepath.Join(dir, id),
 		Agent:   agent.Options{Group: group, MemberID: id, Config: cfg, Logger: log},
-		Listen:  "127.0.0.1:0",
+		Listen:  listen,
 		API:     httpapi.Options{Token: token, Logger: log},
 		Logger:  log,
 	})
@@ -53,8 +54,15 @@ func startMember(ctx context.Context, url, dir, group, id, token string, cfg ass
 	return m, nil
 }
 
-// URL is the base URL of the member's API.
-func (m *member) URL() string { return "http://" + m.sc.Addr.String() }
+// URL is the member's API as a client takes it: http://HOST:PORT, or
+// unix:PATH.
+func (m *member) URL() string {
+	a := m.sc.Addr.String()
+	if _, socket := api.SocketPath(a); socket {
+		return a
+	}
+	return "http://" + a
+}
 
 // stop stops the API and the agent, then closes them and the connection.
 func (m *member) stop() error {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/client"
 )
 
 // proxy stands between the worker and its agent's API. It records every
@@ -21,7 +22,8 @@ import (
 // the worker's reaction can be checked from the agent's side. Everything
 // else goes to the real agent unchanged.
 type proxy struct {
-	target string // the agent's base URL
+	target string // the agent's base URL (http://localhost for a socket)
+	url    string // the proxy's, as the worker takes it
 	hc     *http.Client
 	rec    *recorder
 	srv    *http.Server
@@ -55,14 +57,30 @@ type hiding struct {
 	done       bool
 }
 
-func newProxy(target string, rec *recorder) (*proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newProxy listens on listen (host:port, or unix:PATH) for the worker and
+// forwards to the agent at target (http://HOST:PORT, or unix:PATH).
+func newProxy(target, listen string, rec *recorder) (*proxy, error) {
+	network, addr := "tcp", listen
+	if path, ok := api.SocketPath(listen); ok {
+		network, addr = "unix", path
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen for the proxy: %w", err)
 	}
+	transport := client.NewTransport(target)
+	transport.MaxIdleConnsPerHost = 64
+	url := "http://" + ln.Addr().String()
+	if network == "unix" {
+		url = listen
+	}
+	if _, ok := api.SocketPath(target); ok {
+		target = "http://localhost"
+	}
 	p := &proxy{
 		target: target,
-		hc:     &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}},
+		url:    url,
+		hc:     &http.Client{Transport: transport},
 		rec:    rec,
 		ln:     ln,
 		refuse: map[string]uint64{},
@@ -74,8 +92,8 @@ func newProxy(target string, rec *recorder) (*proxy, error) {
 	return p, nil
 }
 
-// URL is the proxy's base URL: the worker's SIDECAR_URL.
-func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
+// URL is the proxy's address as the worker takes it: its SIDECAR_URL.
+func (p *proxy) URL() string { return p.url }
 
 // start serves in a goroutine until close.
 func (p *proxy) start() {
@@ -153,8 +171,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if kind == callCommit {
 		c.Body = body
-		var req api.CommitRequest
-		if json.Unmarshal(body, &req) == nil {
+		if req, ok := decodeCommit(r.Header.Get("Content-Type"), body); ok {
 			c.Commit = &req
 		}
 	}
@@ -195,6 +212,18 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f != nil {
 		f.fired <- c
 	}
+}
+
+// decodeCommit reads a commit's body in the form its Content-Type says:
+// the binary form, or JSON. The proxy records what the worker sent; the
+// agent judges whether it is valid.
+func decodeCommit(contentType string, body []byte) (api.CommitRequest, bool) {
+	if mt, _, _ := strings.Cut(contentType, ";"); strings.TrimSpace(mt) == api.MediaBinary {
+		req, err := api.DecodeCommitBinary(body)
+		return req, err == nil
+	}
+	var req api.CommitRequest
+	return req, json.Unmarshal(body, &req) == nil
 }
 
 // answer finds what to answer to c: a fault, or the agent's answer.

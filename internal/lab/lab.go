@@ -67,9 +67,11 @@ type Options struct {
 	// Config is the group's config: tasks, hand-off mode, timeouts. Open
 	// validates it.
 	Config assign.Config
-	// Batch and MaxDelay are the counter workers' (countworker.Options).
+	// Batch, MaxDelay and NoCache are the counter workers'
+	// (countworker.Options).
 	Batch    int
 	MaxDelay time.Duration
+	NoCache  bool
 	// SampleEvery is how often the recorder samples every member's view;
 	// DefaultSampleEvery if zero.
 	SampleEvery time.Duration
@@ -87,6 +89,10 @@ type Options struct {
 	// Processes, if set, runs every member as an agent process and a
 	// worker process, on a nats-server process unless NATSURL is set.
 	Processes *Processes
+	// Socket makes every member's API listen on a Unix socket in the
+	// member's directory (api.sock) instead of a loopback port; its
+	// worker and the lab call it there.
+	Socket bool
 }
 
 // Lab is a running in-process group. Its methods are safe for concurrent

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,7 +134,7 @@ func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 			Group: l.opts.Group, MemberID: m.ID, Config: l.opts.Config, Logger: l.log, Registerer: inc.reg,
 			RequireWorker: true, // its worker polls the API over HTTP, as in production
 		},
-		Listen: "127.0.0.1:0",
+		Listen: l.listenAddr(m),
 		API: httpapi.Options{
 			Metrics: promhttp.HandlerFor(inc.reg, promhttp.HandlerOpts{}),
 			Logger:  log.With().Str("component", "api").Logger(),
@@ -145,7 +146,7 @@ func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 	}
 	inc.store, inc.agent = inc.sc.Store, inc.sc.Agent
 	inc.addr = inc.sc.Addr.String()
-	inc.client = client.New("http://" + inc.addr)
+	inc.client = client.New(apiURL(inc.addr))
 
 	inc.inputJS = wjs
 	return inc, nil
@@ -194,6 +195,7 @@ func (m *Member) run(inc *incarnation) {
 			Group:    l.opts.Group,
 			Batch:    l.opts.Batch,
 			MaxDelay: l.opts.MaxDelay,
+			NoCache:  l.opts.NoCache,
 			OnEvent:  func(e countworker.Event) { l.rec.workerEvent(m.ID, e) },
 			Logger:   log.With().Str("component", "worker").Logger(),
 		})
@@ -352,6 +354,32 @@ func (m *Member) Addr() string {
 		return ""
 	}
 	return m.inc.addr
+}
+
+// URL is the member's API as a client takes it (http://HOST:PORT or
+// unix:PATH) while it runs.
+func (m *Member) URL() string {
+	if a := m.Addr(); a != "" {
+		return apiURL(a)
+	}
+	return ""
+}
+
+// apiURL turns an API address (host:port, or unix:PATH) into the URL a
+// client takes.
+func apiURL(addr string) string {
+	if _, socket := api.SocketPath(addr); socket {
+		return addr
+	}
+	return "http://" + addr
+}
+
+// listenAddr is the address member m's API listens on.
+func (l *Lab) listenAddr(m *Member) string {
+	if l.opts.Socket {
+		return api.UnixPrefix + filepath.Join(m.Dir, "api.sock")
+	}
+	return "127.0.0.1:0"
 }
 
 // slowView is how long a sample's call into an agent may take before the

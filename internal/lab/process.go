@@ -187,7 +187,7 @@ func (l *Lab) agentArgs(m *Member) []string {
 		"--nats", l.url,
 		"--group", l.opts.Group,
 		"--member-id", m.ID,
-		"--listen", "127.0.0.1:0",
+		"--listen", l.listenAddr(m),
 		"--data-dir", filepath.Join(m.Dir, "data"),
 		"--log-format", "json",
 		"--log-level", l.opts.AgentLevel.String(),
@@ -213,7 +213,7 @@ func (l *Lab) agentArgs(m *Member) []string {
 // workerArgs is the counter's command line against the agent at api.
 func (l *Lab) workerArgs(m *Member, api string) []string {
 	args := []string{
-		"--sidecar", "http://" + api,
+		"--sidecar", apiURL(api),
 		"--nats", l.url,
 		"--group", l.opts.Group,
 		"--events", filepath.Join(m.Dir, "events.jsonl"),
@@ -223,6 +223,9 @@ func (l *Lab) workerArgs(m *Member, api string) []string {
 	}
 	if l.opts.MaxDelay > 0 {
 		args = append(args, "--max-delay", l.opts.MaxDelay.String())
+	}
+	if l.opts.NoCache {
+		args = append(args, "--cache=false")
 	}
 	return args
 }
@@ -248,7 +251,7 @@ func (m *Member) openProcesses(ctx context.Context) (*incarnation, error) {
 	}
 	return &incarnation{
 		agentDone: make(chan struct{}), apiDone: make(chan struct{}), workerDone: make(chan struct{}),
-		ended: make(chan struct{}), procs: p, addr: api, client: client.New("http://" + api),
+		ended: make(chan struct{}), procs: p, addr: api, client: client.New(apiURL(api)),
 	}, nil
 }
 

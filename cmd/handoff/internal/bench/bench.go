@@ -84,9 +84,11 @@ type Settings struct {
 	CommitRecords  int           `json:"commitRecords,omitempty"`
 	CommitDuration time.Duration `json:"-"`
 	commitTasks    string
-	Keep           bool   `json:"-"`
-	JSON           bool   `json:"-"`
-	Out            string `json:"-"`
+	State          StateSettings `json:"state,omitzero"`
+	ServeFloor     string        `json:"-"`
+	Keep           bool          `json:"-"`
+	JSON           bool          `json:"-"`
+	Out            string        `json:"-"`
 	modes          string
 	// Sizes are the group sizes of a run at several sizes (--sizes); nil
 	// for one run at From and To.
@@ -116,7 +118,8 @@ func flags(s *Settings, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&s.modes, "modes", "eager,stable,cold", "comma-separated modes to compare: eager, stable, cold (ownership moves at once, the new owner restores first), cold-sim (eager promoting learners at once: an approximation of cold)")
-	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, or commit (the commit path through the HTTP API, no rebalance)")
+	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, commit (the commit path through the HTTP API, no rebalance) or state (reads, commits and a read-modify-write worker through the API, next to a bare net/http floor and to Pebble)")
+	stateFlags(fs, &s.State, &s.ServeFloor)
 	fs.StringVar(&s.commitTasks, "commit-tasks", "1,8", "commit scenario: comma-separated `counts` of tasks committing in parallel, one level after the other")
 	fs.IntVar(&s.CommitRecords, "commit-records", 100, "commit scenario: records per commit (18 B keys, 100 B values)")
 	fs.DurationVar(&s.CommitDuration, "commit-duration", 5*time.Second, "commit scenario: how long each level runs")
@@ -238,8 +241,13 @@ func parse(args []string, out io.Writer) (Settings, error) {
 		if s.CommitRecords < 1 || s.CommitDuration <= 0 {
 			return s, errors.New("--commit-records must be 1 or more and --commit-duration positive")
 		}
+	case scenarioState:
+		s.From, s.To = 1, 1
+		if err := parseState(&s.State); err != nil {
+			return s, err
+		}
 	default:
-		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart or commit", s.Scenario)
+		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart, commit or state", s.Scenario)
 	}
 	switch {
 	case s.Tasks < 1:
@@ -273,6 +281,9 @@ func Run(ctx context.Context, args []string, e Env) error {
 	if err != nil {
 		return err
 	}
+	if s.ServeFloor != "" {
+		return serveFloor(ctx, s.ServeFloor, e.Stdout)
+	}
 	if s.Out != "" {
 		if err := os.MkdirAll(s.Out, 0o755); err != nil {
 			return fmt.Errorf("--out: %w", err)
@@ -286,8 +297,11 @@ func Run(ctx context.Context, args []string, e Env) error {
 	} else if s.Bin != "" || len(s.AgentEnv) > 0 {
 		return errors.New("--bin and --agent-env need --processes")
 	}
-	if s.Scenario == scenarioCommit {
+	switch s.Scenario {
+	case scenarioCommit:
 		return runCommit(ctx, s, procs, e)
+	case scenarioState:
+		return runState(ctx, s, procs, e)
 	}
 	if len(s.Sizes) > 0 {
 		return runSizes(ctx, s, procs, e)

@@ -71,11 +71,18 @@ func runCommit(ctx context.Context, s Settings, procs *lab.Processes, e Env) err
 	if err != nil {
 		res.Error = err.Error()
 	}
+	return report(s, e, res, func(w io.Writer) error { return writeCommitTable(w, res) }, err)
+}
+
+// report writes a measurement's results, res as JSON and its table by
+// table, to --out and to stdout (the JSON with --json), and returns the
+// measurement's error err, or else the first write's.
+func report(s Settings, e Env, res any, table func(io.Writer) error, err error) error {
 	if s.Out != "" {
 		if werr := writeFile(filepath.Join(s.Out, "results.json"), func(w io.Writer) error { return writeJSON(w, res) }); werr != nil {
 			return werr
 		}
-		if werr := writeFile(filepath.Join(s.Out, "table.txt"), func(w io.Writer) error { return writeCommitTable(w, res) }); werr != nil {
+		if werr := writeFile(filepath.Join(s.Out, "table.txt"), table); werr != nil {
 			return werr
 		}
 	}
@@ -83,7 +90,7 @@ func runCommit(ctx context.Context, s Settings, procs *lab.Processes, e Env) err
 	if s.JSON {
 		werr = writeJSON(e.Stdout, res)
 	} else {
-		werr = writeCommitTable(e.Stdout, res)
+		werr = table(e.Stdout)
 	}
 	if err != nil {
 		return err
@@ -112,7 +119,7 @@ func measureCommits(ctx context.Context, s Settings, procs *lab.Processes, res *
 	if _, err := l.WaitSteady(ctx, s.Hold, OwnedBy([]string{MemberID(1)})); err != nil {
 		return fmt.Errorf("tasks active: %w", err)
 	}
-	cl := client.New("http://" + ms[0].Addr())
+	cl := client.New(ms[0].URL())
 	view, err := cl.Assignment(ctx, 0, 0)
 	if err != nil {
 		return err

@@ -45,6 +45,7 @@ type settings struct {
 	hold             time.Duration
 	timeout          time.Duration
 	keep             bool
+	workerCache      bool
 	noColor, plain   bool
 }
 
@@ -66,6 +67,7 @@ func parse(args []string, out io.Writer, getenv func(string) string) (settings, 
 	fs.DurationVar(&s.hold, "hold", 6*time.Second, "how long each phase runs once the group has settled")
 	fs.DurationVar(&s.timeout, "timeout", 3*time.Minute, "give up if a phase does not settle within this long")
 	fs.BoolVar(&s.keep, "keep", false, "keep the data directory (agents' log, NATS store, members' stores)")
+	fs.BoolVar(&s.workerCache, "worker-cache", true, "the counter workers remember the counts they committed; --worker-cache=false keeps no state in them: every batch's counts are read from the sidecar (one batch get per commit)")
 	fs.BoolVar(&s.noColor, "no-color", false, "no colours (also when NO_COLOR is set)")
 	fs.BoolVar(&s.plain, "plain", false, "print progressive lines instead of redrawing the screen (the default when stdout is not a terminal)")
 	fs.Usage = func() {
@@ -135,7 +137,7 @@ func Run(ctx context.Context, args []string, e Env) error {
 	}
 	cfg.Handover = assign.Mode(s.handover)
 	l, err := lab.Open(ctx, lab.Options{
-		Group: "demo", Config: cfg, Keep: s.keep, Seed: 1, AgentLevel: zerolog.InfoLevel, OnNote: v.note,
+		Group: "demo", Config: cfg, Keep: s.keep, Seed: 1, AgentLevel: zerolog.InfoLevel, OnNote: v.note, NoCache: !s.workerCache,
 	})
 	if err != nil {
 		return err

@@ -17,8 +17,10 @@ import (
 )
 
 // demoArgs are small sizes and a fast timeline.
+// demoArgs run the workers without their cache, so that the report's exact
+// counts check the worker that keeps its state in the sidecar only.
 var demoArgs = []string{"--tasks", "4", "--stateless", "2", "--members", "2", "--rate", "100",
-	"--history", "500", "--value-size", "64", "--hold", "200ms", "--timeout", "1m"}
+	"--history", "500", "--value-size", "64", "--hold", "200ms", "--timeout", "1m", "--worker-cache=false"}
 
 var dataDirLine = regexp.MustCompile(`data in (\S+)`)
 
@@ -116,6 +118,8 @@ func TestParseDemo(t *testing.T) {
 	}{
 		{name: "defaults", check: func(s settings) bool { return s.tasks == 12 && s.members == 3 && s.handover == "eager" }},
 		{name: "stable", args: []string{"--handover", "stable"}, check: func(s settings) bool { return s.handover == "stable" }},
+		{name: "defaults cache", check: func(s settings) bool { return s.workerCache }},
+		{name: "no worker cache", args: []string{"--worker-cache=false"}, check: func(s settings) bool { return !s.workerCache }},
 		{name: "NO_COLOR", env: "1", check: func(s settings) bool { return s.noColor }},
 		{name: "unknown mode", args: []string{"--handover", "cold"}, wantErr: true},
 		{name: "one member", args: []string{"--members", "1"}, wantErr: true},
