@@ -191,9 +191,12 @@ func TestDirectHandoff(t *testing.T) {
 		}
 		return nil
 	})
-	ch, recs := c.chain(rv.task)
-	if ch.Releases != 1 || recs[len(recs)-3].Entry.Kind != changelog.KindRelease {
-		t.Errorf("%s's changelog has %d release entries, the third last a %v; want one, followed by m3's two commits and no marker", rv.task, ch.Releases, recs[len(recs)-3].Entry.Kind)
+	_, recs := c.chain(rv.task)
+	tail := recs[len(recs)-3:]
+	if rel := tail[0].Entry; rel.Kind != changelog.KindRelease || rel.Successor != "m3" || rel.Epoch != rv.next ||
+		tail[1].Entry.Kind != changelog.KindCommit || tail[2].Entry.Kind != changelog.KindCommit {
+		t.Errorf("%s's changelog ends with %v, %v, %v; want the release entry to m3 at epoch %d, then m3's two commits and no marker",
+			rv.task, tail[0].Entry, tail[1].Entry.Kind, tail[2].Entry.Kind, rv.next)
 	}
 }
 
