@@ -83,6 +83,7 @@ func (o Options) minFree() uint64 {
 	}
 	return DefaultMinFree
 }
+
 // DefaultCacheBytes is the block cache of a store without
 // Options.CacheBytes: 128 MiB, allocated as blocks are read.
 const DefaultCacheBytes = 128 << 20
