@@ -133,10 +133,10 @@ func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
 	if _, err := group.UpdateConfig(ctx, c.kv, cfg, rev); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "orders-1 assigned to m1", func() error {
-		for _, task := range c.view().Tasks {
-			if task.ID == "orders-1" && task.Active == "m1" {
-				return nil
+	waitFor(t, 10*time.Second, "orders-1 assigned to m1, and m1 applying it", func() error {
+		for _, tv := range m1.a.Assignment().Tasks {
+			if tv.ID == "orders-1" {
+				return nil // shown as a learner while it becomes active
 			}
 		}
 		return errors.New("not yet")
