@@ -69,16 +69,13 @@ func (p *Publisher) Covers(ids []string) bool {
 }
 
 // Publish writes res's generation: every live member's assignment that
-// changed, all at once, then the generation record, all fenced on l. It
-// returns the record it published.
+// changed, then the generation record, all fenced on l, one after the
+// other: a replicated stream refuses a fenced write while another fenced
+// on the same subject is in flight, so they cannot be pipelined. It returns
+// the record it published.
 func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string) (GenerationRecord, error) {
 	parts, unassigned := Split(res.Assignment, live, res.Shutdown)
 	revs := make(map[string]uint64, len(parts))
-	var (
-		changed []string
-		keys    []string
-		values  [][]byte
-	)
 	for _, id := range slices.Sorted(maps.Keys(parts)) {
 		data, err := json.Marshal(parts[id])
 		if err != nil {
@@ -88,15 +85,12 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 			revs[id] = prev.rev
 			continue
 		}
-		changed, keys, values = append(changed, id), append(keys, PrefixAssignment+id), append(values, data)
-	}
-	written, err := l.PutAll(ctx, keys, values)
-	if err != nil {
-		return GenerationRecord{}, err
-	}
-	for i, id := range changed {
-		p.published[id] = published{data: values[i], rev: written[i]}
-		revs[id] = written[i]
+		rev, err := l.Put(ctx, PrefixAssignment+id, data)
+		if err != nil {
+			return GenerationRecord{}, err
+		}
+		p.published[id] = published{data: data, rev: rev}
+		revs[id] = rev
 	}
 	for id := range p.published {
 		if _, ok := parts[id]; !ok {

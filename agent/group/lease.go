@@ -102,61 +102,6 @@ func (l *Lease) Put(ctx context.Context, key string, value []byte) (uint64, erro
 	return ack.Sequence, nil
 }
 
-// putAllTimeout bounds the wait for PutAll's acknowledgements when the
-// caller's context has no deadline of its own.
-const putAllTimeout = 5 * time.Second
-
-// PutAll writes values[i] to keys[i], for every i, only while the lease is
-// the leader's, and returns the new revision of each key. The writes are
-// fenced on the lease alone, not on one another, so they go out together
-// and cost one round trip, not one each. If any is refused by the fence,
-// the lease is lost; some of the others may have been stored.
-func (l *Lease) PutAll(ctx context.Context, keys []string, values [][]byte) ([]uint64, error) {
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost {
-		return nil, ErrLeaseLost
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, putAllTimeout)
-		defer cancel()
-	}
-	futures := make([]jetstream.PubAckFuture, len(keys))
-	for i, key := range keys {
-		f, err := l.js.PublishAsync(keySubject(l.group, key), values[i],
-			jetstream.WithExpectLastSequenceForSubject(l.rev, keySubject(l.group, KeyLease)))
-		if err != nil {
-			return nil, fmt.Errorf("publish %s: %w", key, err)
-		}
-		futures[i] = f
-	}
-	revs := make([]uint64, len(keys))
-	var failed error
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			revs[i] = ack.Sequence
-		case err := <-f.Err():
-			if _, fenced := fence.WrongLastSequence(err); fenced {
-				l.lost = true
-				failed = ErrLeaseLost
-			} else if failed == nil {
-				failed = fmt.Errorf("publish %s: %w", keys[i], err)
-			}
-		case <-ctx.Done():
-			return nil, fmt.Errorf("publish %d keys: %w", len(keys), ctx.Err())
-		}
-	}
-	if failed != nil {
-		return nil, failed
-	}
-	return revs, nil
-}
-
 // Release deletes the lease so that another member takes over at once.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
