@@ -567,6 +567,10 @@ var mediaSamples = map[string]map[string][]byte{
 		api.MediaJSON:   []byte(`{"keys":["YQ=="]}`),
 		api.MediaBinary: api.AppendGetBinary(nil, [][]byte{[]byte("a")}),
 	},
+	"POST /query/tasks/{id}/get": {
+		api.MediaJSON:   []byte(`{"keys":["YQ=="]}`),
+		api.MediaBinary: api.AppendGetBinary(nil, [][]byte{[]byte("a")}),
+	},
 }
 
 // TestOpenAPIMediaTypes checks, by calling the routes, the media types the
