@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/nats-io/nats.go"
 )
 
 // errCodeNoMessage is JetStream's error code for a message get that finds
@@ -34,12 +36,19 @@ type msgGetResponse struct {
 // the newest appends yet on a replicated stream; this is the API's message
 // get, which only the leader answers.
 func (l *Log) LastFromLeader(ctx context.Context, task string) (uint64, error) {
-	req, err := json.Marshal(msgGetRequest{LastBySubject: l.Subject(task)})
+	return LastFromLeader(ctx, l.js.Conn(), l.group, task)
+}
+
+// LastFromLeader is Log.LastFromLeader for a reader that has not opened
+// the changelog (Open may change the stream's settings): the group's
+// stream must exist.
+func LastFromLeader(ctx context.Context, nc *nats.Conn, group, task string) (uint64, error) {
+	req, err := json.Marshal(msgGetRequest{LastBySubject: Subject(group, task)})
 	if err != nil {
 		return 0, err
 	}
-	subj := "$JS.API.STREAM.MSG.GET." + StreamName(l.group)
-	msg, err := l.js.Conn().RequestWithContext(ctx, subj, req)
+	subj := "$JS.API.STREAM.MSG.GET." + StreamName(group)
+	msg, err := nc.RequestWithContext(ctx, subj, req)
 	if err != nil {
 		return 0, fmt.Errorf("last sequence of task %q from the stream's leader: %w", task, err)
 	}
