@@ -48,6 +48,21 @@ func (s *Server) queryOf(w http.ResponseWriter, r *http.Request, q map[string]st
 	return true
 }
 
+// queryStart reads a query route's task ID and parameters (params, on
+// top of the bound's) into a query of kind. On failure it has answered
+// and returns false.
+func (s *Server) queryStart(w http.ResponseWriter, r *http.Request, kind api.QueryKind, q map[string]string, ok bool) (api.Query, bool) {
+	if !ok {
+		return api.Query{}, false
+	}
+	id, ok := s.taskID(w, r)
+	if !ok {
+		return api.Query{}, false
+	}
+	qr := api.Query{Kind: kind, Task: id}
+	return qr, s.queryOf(w, r, q, &qr)
+}
+
 // ask runs qr on the backend and sets the headers of the copy that
 // answered. On failure it has answered and returns false.
 func (s *Server) ask(w http.ResponseWriter, r *http.Request, qr api.Query) (api.QueryAnswer, bool) {
@@ -73,19 +88,12 @@ func setServed(h http.Header, sv api.Served) {
 // queryGet answers GET /query/tasks/{id}/state/{key} with the raw value,
 // or 404 not_found when the key is absent at the answer's sequence.
 func (s *Server) queryGet(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.taskID(w, r)
-	if !ok {
-		return
-	}
 	q, ok := s.query(w, r, "min_seq", "max_lag", "timeout")
+	qr, ok := s.queryStart(w, r, api.QueryGet, q, ok)
 	if !ok {
 		return
 	}
-	qr := api.Query{Kind: api.QueryGet, Task: id}
-	if !s.queryOf(w, r, q, &qr) {
-		return
-	}
-	key, ok := s.pathKey(w, r, "/query/tasks/"+id+"/state/")
+	key, ok := s.pathKey(w, r, "/query/tasks/"+qr.Task+"/state/")
 	if !ok {
 		return
 	}
@@ -96,7 +104,7 @@ func (s *Server) queryGet(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(ans.Values) != 1 || ans.Values[0] == nil {
 		s.writeError(w, r, http.StatusNotFound, api.CodeNotFound,
-			fmt.Sprintf("task %s has no key %s at seq %d (member %s's copy)", id, quote(string(key)), ans.Seq, ans.Member))
+			fmt.Sprintf("task %s has no key %s at seq %d (member %s's copy)", qr.Task, quote(string(key)), ans.Seq, ans.Member))
 		return
 	}
 	s.writeBody(w, "", ans.Values[0])
@@ -104,18 +112,12 @@ func (s *Server) queryGet(w http.ResponseWriter, r *http.Request) {
 
 // queryGetMany answers POST /query/tasks/{id}/get.
 func (s *Server) queryGetMany(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.taskID(w, r)
-	if !ok {
-		return
-	}
 	q, ok := s.query(w, r, "min_seq", "max_lag", "timeout")
+	qr, ok := s.queryStart(w, r, api.QueryGetMany, q, ok)
 	if !ok {
 		return
 	}
-	qr := api.Query{Kind: api.QueryGetMany, Task: id, MaxBytes: s.opts.MaxGetBytes}
-	if !s.queryOf(w, r, q, &qr) {
-		return
-	}
+	qr.MaxBytes = s.opts.MaxGetBytes
 	if qr.Keys, ok = s.getKeys(w, r); !ok {
 		return
 	}
@@ -128,16 +130,9 @@ func (s *Server) queryGetMany(w http.ResponseWriter, r *http.Request) {
 
 // queryScan answers GET /query/tasks/{id}/state.
 func (s *Server) queryScan(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.taskID(w, r)
-	if !ok {
-		return
-	}
 	q, ok := s.query(w, r, "prefix", "start", "prefix_b64", "start_b64", "limit", "min_seq", "max_lag", "timeout")
+	qr, ok := s.queryStart(w, r, api.QueryScan, q, ok)
 	if !ok {
-		return
-	}
-	qr := api.Query{Kind: api.QueryScan, Task: id}
-	if !s.queryOf(w, r, q, &qr) {
 		return
 	}
 	o, limit, ok := s.scanOptions(w, r, q)

@@ -34,6 +34,7 @@ type QueryRead struct {
 	Phase      string
 	Task, Key  string
 	Via        string // the member asked
+	URL        string // its API
 	Bound      string
 	MinSeq     uint64
 	Sent, Done time.Time
@@ -59,7 +60,7 @@ type Readers struct {
 	http   *http.Client
 
 	mu      sync.Mutex
-	targets []string
+	targets []*Member
 	gone    map[string]bool // members taken out of the targets: their failures are unreachable
 	phase   string
 	reads   []QueryRead
@@ -70,7 +71,11 @@ type Readers struct {
 // queries every interval, in phase.
 func (h *Harness) StartReaders(n int, interval time.Duration, phase string, ids ...string) *Readers {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Readers{h: h, cancel: cancel, targets: slices.Clone(ids), gone: map[string]bool{}, phase: phase, seen: map[string]uint64{},
+	var targets []*Member
+	for _, id := range ids {
+		targets = append(targets, h.Member(id))
+	}
+	r := &Readers{h: h, cancel: cancel, targets: targets, gone: map[string]bool{}, phase: phase, seen: map[string]uint64{},
 		http: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
 	for i := range n {
 		r.wg.Add(1)
@@ -94,17 +99,18 @@ func (r *Readers) Phase(name string) {
 // no answer counts as unreachable, not failed.
 func (r *Readers) Drop(id string) {
 	r.mu.Lock()
-	r.targets = slices.DeleteFunc(r.targets, func(t string) bool { return t == id })
+	r.targets = slices.DeleteFunc(r.targets, func(m *Member) bool { return m.ID == id })
 	r.gone[id] = true
 	r.mu.Unlock()
 }
 
-// Add queries member id too.
+// Add queries member id too, once its agent serves; call it from the
+// goroutine that starts members.
 func (r *Readers) Add(id string) {
+	m := r.h.Member(id)
 	r.mu.Lock()
-	if !slices.Contains(r.targets, id) {
-		r.targets = append(r.targets, id)
-	}
+	r.targets = slices.DeleteFunc(r.targets, func(t *Member) bool { return t.ID == id })
+	r.targets = append(r.targets, m)
 	delete(r.gone, id)
 	r.mu.Unlock()
 }
@@ -137,7 +143,8 @@ func (r *Readers) run(ctx context.Context, rng *rand.Rand, interval time.Duratio
 			r.mu.Unlock()
 			continue
 		}
-		q := QueryRead{Phase: r.phase, Via: r.targets[rng.IntN(len(r.targets))],
+		m := r.targets[rng.IntN(len(r.targets))]
+		q := QueryRead{Phase: r.phase, Via: m.ID, URL: m.URL(),
 			Task: tasks[rng.IntN(len(tasks))], Key: "k" + strconv.Itoa(rng.IntN(r.h.opts.Keys+2))}
 		switch n := rng.IntN(4); {
 		case n < 2:
@@ -147,9 +154,8 @@ func (r *Readers) run(ctx context.Context, rng *rand.Rand, interval time.Duratio
 		default:
 			q.Bound = BoundMaxLag
 		}
-		m := r.h.members[q.Via]
 		r.mu.Unlock()
-		r.ask(ctx, m, &q)
+		r.ask(ctx, &q)
 		r.mu.Lock()
 		if q.answered {
 			r.seen[q.Task] = max(r.seen[q.Task], q.Seq)
@@ -162,8 +168,8 @@ func (r *Readers) run(ctx context.Context, rng *rand.Rand, interval time.Duratio
 	}
 }
 
-// ask makes q's query through member m.
-func (r *Readers) ask(ctx context.Context, m *Member, q *QueryRead) {
+// ask makes q's query through member q.Via at q.URL.
+func (r *Readers) ask(ctx context.Context, q *QueryRead) {
 	params := url.Values{"timeout": {"30s"}}
 	switch q.Bound {
 	case BoundMinSeq:
@@ -171,7 +177,7 @@ func (r *Readers) ask(ctx context.Context, m *Member, q *QueryRead) {
 	case BoundMaxLag:
 		params.Set("max_lag", strconv.Itoa(ReaderMaxLag))
 	}
-	target := m.URL() + "/query/tasks/" + q.Task + "/state/" + url.PathEscape(q.Key) + "?" + params.Encode()
+	target := q.URL + "/query/tasks/" + q.Task + "/state/" + url.PathEscape(q.Key) + "?" + params.Encode()
 	q.Sent = time.Now()
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodGet, target, nil)
 	if err != nil {

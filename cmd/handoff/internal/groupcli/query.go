@@ -9,13 +9,10 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/internal/redact"
 )
 
 // queryResult is what 'handoff query --json' prints.
@@ -65,19 +62,11 @@ func Query(ctx context.Context, args []string, e Env) error {
 		}
 		b.MaxLag, b.Lagged = n, true
 	}
-	nc, err := cf.nats.Connect("handoff-query")
+	nc, kv, err := cf.openConn(ctx, "handoff-query")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, group.BucketName(cf.group))
-	if err != nil {
-		return fmt.Errorf("open group %q on %s: %w (has an agent of this group started?)", cf.group, redact.URL(cf.nats.URL()), err)
-	}
 	cfg, _, ok, err := group.LoadConfig(ctx, kv)
 	if err != nil {
 		return err
