@@ -165,6 +165,9 @@ type Agent struct {
 	// worker is what the agent knows of its worker (guarded by mu).
 	worker workerWatch
 
+	// queries answers and routes the queries of tasks' state (query.go).
+	queries *queries
+
 	// afterReleaseAppend, if set (by tests only, export_test.go), runs
 	// between a release entry's append and the release's record.
 	afterReleaseAppend func()
@@ -257,6 +260,10 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		changed:      make(chan struct{}),
 		hbKick:       make(chan struct{}, 1),
 	}
+	if a.queries, err = newQueries(a); err != nil {
+		a.closeReplays()
+		return nil, err
+	}
 	a.worker = newWorkerWatch(opts.RequireWorker, a.started)
 	if opts.RequireWorker {
 		a.metrics.setWorkerState(assign.WorkerDetached)
@@ -299,6 +306,9 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 }
 
 func (a *Agent) closeReplays() {
+	if a.queries != nil {
+		a.queries.close()
+	}
 	a.replays.close()
 	a.tails.close()
 }

@@ -246,6 +246,9 @@ func (a *Agent) taskLocked(id string) *task {
 		stateful, _ := a.taskKind(id)
 		t = &task{id: id, stateful: stateful}
 		a.tasks[id] = t
+		if a.queries != nil {
+			a.queries.hold(t) // its copy answers queries from now on
+		}
 	}
 	return t
 }

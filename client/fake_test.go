@@ -304,3 +304,9 @@ func (f *fakeAgent) Ready() error {
 	defer f.mu.Unlock()
 	return f.ready
 }
+
+// Query implements httpapi.Backend: the fake answers no query (the
+// client has no query calls).
+func (f *fakeAgent) Query(context.Context, api.Query) (api.QueryAnswer, error) {
+	return api.QueryAnswer{}, fmt.Errorf("%w: the fake agent answers no queries", api.ErrUnavailable)
+}

@@ -283,3 +283,9 @@ func (s *sidecar) Leave(context.Context) (api.LeaveStatus, error) {
 func (s *sidecar) LeaveStatus() api.LeaveStatus                 { return api.LeaveStatus{} }
 func (s *sidecar) Group(context.Context) (api.GroupView, error) { return api.GroupView{}, nil }
 func (s *sidecar) Ready() error                                 { return nil }
+
+// Query implements httpapi.Backend: the fake sidecar answers no query
+// (the worker makes none).
+func (s *sidecar) Query(context.Context, api.Query) (api.QueryAnswer, error) {
+	return api.QueryAnswer{}, fmt.Errorf("%w: the fake sidecar answers no queries", api.ErrUnavailable)
+}

@@ -33,6 +33,12 @@ type Backend interface {
 	// wrapping ErrTooLarge.
 	GetMany(task string, keys [][]byte, maxBytes int) ([][]byte, error)
 	Scan(task string, o api.ScanOptions) ([]api.KV, error)
+	// Query reads any task's state within q's bound, from this member's
+	// copy or another member's. The answer's Served says whose, also with
+	// an error when a copy answered (a batch get over its bound). A query
+	// no copy meets within its timeout fails with ErrUnavailable; a
+	// stateless task's with ErrInvalid.
+	Query(ctx context.Context, q api.Query) (api.QueryAnswer, error)
 	// Commit appends to the changelog (fenced) and applies locally. The
 	// slices of req may alias the request's body: they are valid during
 	// the call only.

@@ -116,47 +116,62 @@ func (s *Server) getMany(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, ok := s.readBody(w, r, "batch get body")
+	keys, ok := s.getKeys(w, r)
 	if !ok {
 		return
-	}
-	var keys [][]byte
-	if isBinaryBody(r) {
-		var err error
-		if keys, err = api.DecodeGetBinary(body); err != nil {
-			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("the batch get body is not a valid binary get: %v", err))
-			return
-		}
-	} else {
-		var req api.GetRequest
-		if err := decodeJSON(body, &req); err != nil {
-			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
-				fmt.Sprintf(`the batch get body is not a valid batch get: %v (send {"keys":["<base64>",...]})`, err))
-			return
-		}
-		keys = req.Keys
-	}
-	if len(keys) > s.opts.MaxGetKeys {
-		s.writeError(w, r, http.StatusRequestEntityTooLarge, api.CodeTooLarge,
-			fmt.Sprintf("the batch get asks for %d keys; ask for at most %d at a time", len(keys), s.opts.MaxGetKeys))
-		return
-	}
-	for i, k := range keys {
-		switch {
-		case len(k) == 0:
-			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("keys[%d] is empty; every key is at least one byte", i))
-			return
-		case len(k) > s.opts.MaxKeyBytes:
-			s.writeError(w, r, http.StatusRequestEntityTooLarge, api.CodeTooLarge,
-				fmt.Sprintf("keys[%d] is %d bytes; keys are at most %d bytes", i, len(k), s.opts.MaxKeyBytes))
-			return
-		}
 	}
 	vals, err := s.b.GetMany(id, keys, s.opts.MaxGetBytes)
 	if err != nil {
 		s.backendError(w, r, err)
 		return
 	}
+	s.writeValues(w, r, vals)
+}
+
+// getKeys reads and checks the keys of a batch get's body, JSON or
+// binary. On failure it has answered and returns false.
+func (s *Server) getKeys(w http.ResponseWriter, r *http.Request) ([][]byte, bool) {
+	body, ok := s.readBody(w, r, "batch get body")
+	if !ok {
+		return nil, false
+	}
+	var keys [][]byte
+	if isBinaryBody(r) {
+		var err error
+		if keys, err = api.DecodeGetBinary(body); err != nil {
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("the batch get body is not a valid binary get: %v", err))
+			return nil, false
+		}
+	} else {
+		var req api.GetRequest
+		if err := decodeJSON(body, &req); err != nil {
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
+				fmt.Sprintf(`the batch get body is not a valid batch get: %v (send {"keys":["<base64>",...]})`, err))
+			return nil, false
+		}
+		keys = req.Keys
+	}
+	if len(keys) > s.opts.MaxGetKeys {
+		s.writeError(w, r, http.StatusRequestEntityTooLarge, api.CodeTooLarge,
+			fmt.Sprintf("the batch get asks for %d keys; ask for at most %d at a time", len(keys), s.opts.MaxGetKeys))
+		return nil, false
+	}
+	for i, k := range keys {
+		switch {
+		case len(k) == 0:
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("keys[%d] is empty; every key is at least one byte", i))
+			return nil, false
+		case len(k) > s.opts.MaxKeyBytes:
+			s.writeError(w, r, http.StatusRequestEntityTooLarge, api.CodeTooLarge,
+				fmt.Sprintf("keys[%d] is %d bytes; keys are at most %d bytes", i, len(k), s.opts.MaxKeyBytes))
+			return nil, false
+		}
+	}
+	return keys, true
+}
+
+// writeValues answers a batch get with vals, in the form Accept asks for.
+func (s *Server) writeValues(w http.ResponseWriter, r *http.Request, vals [][]byte) {
 	if wantsBinary(r) {
 		s.writeBody(w, api.MediaBinary, api.AppendValuesBinary(nil, vals))
 		return

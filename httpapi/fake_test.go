@@ -34,6 +34,7 @@ type fakeBackend struct {
 	lastGet     []byte
 	lastGetMany [][]byte
 	lastScan    api.ScanOptions
+	lastQuery   api.Query
 }
 
 type fakeTask struct {
@@ -276,6 +277,11 @@ func (f *fakeBackend) Scan(id string, o api.ScanOptions) ([]api.KV, error) {
 	if err != nil {
 		return nil, err
 	}
+	return f.scanTask(t, o)
+}
+
+// scanTask is Scan of t, which the caller has found.
+func (f *fakeBackend) scanTask(t *fakeTask, o api.ScanOptions) ([]api.KV, error) {
 	keys := make([]string, 0, len(t.data))
 	for k := range t.data {
 		if strings.HasPrefix(k, string(o.Prefix)) && k >= string(o.Start) {

@@ -185,24 +185,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// chi's wildcard is the raw or the decoded path depending on whether
-	// the request needed RawPath; r.URL.Path is always decoded, and the
-	// prefix is plain ASCII because id is valid.
-	prefix := "/tasks/" + id + "/state/"
-	if !strings.HasPrefix(r.URL.Path, prefix) {
-		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
-			"the task ID in the path must not be percent-encoded")
-		return
-	}
-	key := []byte(strings.TrimPrefix(r.URL.Path, prefix))
-	if len(key) == 0 {
-		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
-			"the key is empty: GET /tasks/{id}/state/{key} with the key percent-encoded, or GET /tasks/{id}/state to scan")
-		return
-	}
-	if len(key) > s.opts.MaxKeyBytes {
-		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
-			fmt.Sprintf("the key is %d bytes; keys are at most %d bytes", len(key), s.opts.MaxKeyBytes))
+	key, ok := s.pathKey(w, r, "/tasks/"+id+"/state/")
+	if !ok {
 		return
 	}
 	val, err := s.b.Get(id, key)
@@ -211,6 +195,31 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeBody(w, "", val)
+}
+
+// pathKey returns the key of a get route: the rest of the path after
+// prefix, or answers 400 and returns false.
+func (s *Server) pathKey(w http.ResponseWriter, r *http.Request, prefix string) ([]byte, bool) {
+	// chi's wildcard is the raw or the decoded path depending on whether
+	// the request needed RawPath; r.URL.Path is always decoded, and the
+	// prefix is plain ASCII because the task ID is valid.
+	if !strings.HasPrefix(r.URL.Path, prefix) {
+		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
+			"the task ID in the path must not be percent-encoded")
+		return nil, false
+	}
+	key := []byte(strings.TrimPrefix(r.URL.Path, prefix))
+	if len(key) == 0 {
+		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
+			"the key is empty: GET "+strings.TrimSuffix(prefix, "/")+"/{key} with the key percent-encoded, or GET "+strings.TrimSuffix(prefix, "/")+" to scan")
+		return nil, false
+	}
+	if len(key) > s.opts.MaxKeyBytes {
+		s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
+			fmt.Sprintf("the key is %d bytes; keys are at most %d bytes", len(key), s.opts.MaxKeyBytes))
+		return nil, false
+	}
+	return key, true
 }
 
 // scan answers GET /tasks/{id}/state?prefix=&start=&limit=.
@@ -223,6 +232,22 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	o, limit, ok := s.scanOptions(w, r, q)
+	if !ok {
+		return
+	}
+	items, err := s.b.Scan(id, o)
+	if err != nil {
+		s.backendError(w, r, err)
+		return
+	}
+	s.writeScan(w, r, items, limit)
+}
+
+// scanOptions reads a scan's range from its query parameters q. It asks
+// for one item more than the page's limit, so that "next" is exact
+// (writeScan). On failure it has answered 400 and returns false.
+func (s *Server) scanOptions(w http.ResponseWriter, r *http.Request, q map[string]string) (api.ScanOptions, int, bool) {
 	var o api.ScanOptions
 	for _, p := range []struct {
 		name string
@@ -234,7 +259,7 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		case rawSet && encSet:
 			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("give %s or %s_b64, not both", p.name, p.name))
-			return
+			return o, 0, false
 		case rawSet:
 			*p.dst = []byte(raw)
 		case encSet:
@@ -242,14 +267,14 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 					fmt.Sprintf("%s_b64 is not base64 (%v); encode the bytes with base64 and percent-encode '+' as %%2B", p.name, err))
-				return
+				return o, 0, false
 			}
 			*p.dst = b
 		}
 		if len(*p.dst) > s.opts.MaxKeyBytes {
 			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("%s is %d bytes; keys are at most %d bytes", p.name, len(*p.dst), s.opts.MaxKeyBytes))
-			return
+			return o, 0, false
 		}
 	}
 	limit := min(DefaultScanLimit, s.opts.MaxScanLimit)
@@ -258,17 +283,17 @@ func (s *Server) scan(w http.ResponseWriter, r *http.Request) {
 		if err != nil || n < 1 {
 			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
 				fmt.Sprintf("limit=%s is invalid: use a positive integer (at most %d items are returned)", quote(v), s.opts.MaxScanLimit))
-			return
+			return o, 0, false
 		}
 		limit = min(n, s.opts.MaxScanLimit)
 	}
-	// Ask for one more than the limit so that "next" is exact.
 	o.Limit = limit + 1
-	items, err := s.b.Scan(id, o)
-	if err != nil {
-		s.backendError(w, r, err)
-		return
-	}
+	return o, limit, true
+}
+
+// writeScan answers with a page of at most limit of items, and the key to
+// continue from.
+func (s *Server) writeScan(w http.ResponseWriter, r *http.Request, items []api.KV, limit int) {
 	res := api.ScanResult{Items: items}
 	switch {
 	case len(items) > limit:

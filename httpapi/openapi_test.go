@@ -181,7 +181,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 }
 
 // codeQueryParams reads, for each route, the query parameters its handler
-// accepts: the names passed to s.query in handlers.go, for the handler
+// accepts: the names passed to s.query in handlers.go and query.go, for the handler
 // routes() registers for the route in server.go.
 func codeQueryParams(t *testing.T) map[string][]string {
 	t.Helper()
@@ -195,7 +195,7 @@ func codeQueryParams(t *testing.T) map[string][]string {
 	}
 	// handler name → query parameters.
 	params := map[string][]string{}
-	for _, decl := range parse("handlers.go").Decls {
+	for _, decl := range append(parse("handlers.go").Decls, parse("query.go").Decls...) {
 		fn, ok := decl.(*ast.FuncDecl)
 		if !ok || fn.Recv == nil || fn.Body == nil {
 			continue
@@ -564,6 +564,10 @@ var mediaSamples = map[string]map[string][]byte{
 		api.MediaBinary: api.AppendCommitBinary(nil, api.CommitRequest{Puts: []api.KV{{Key: []byte("a"), Value: []byte("1")}}, Epoch: 3}),
 	},
 	"POST /tasks/{id}/get": {
+		api.MediaJSON:   []byte(`{"keys":["YQ=="]}`),
+		api.MediaBinary: api.AppendGetBinary(nil, [][]byte{[]byte("a")}),
+	},
+	"POST /query/tasks/{id}/get": {
 		api.MediaJSON:   []byte(`{"keys":["YQ=="]}`),
 		api.MediaBinary: api.AppendGetBinary(nil, [][]byte{[]byte("a")}),
 	},

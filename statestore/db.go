@@ -437,6 +437,11 @@ func (s *Store) GetMany(task string, keys [][]byte, maxBytes int) ([][]byte, err
 	defer s.mu.RUnlock()
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
+	return getMany(snap, task, keys, maxBytes)
+}
+
+// getMany is GetMany on r.
+func getMany(r pebble.Reader, task string, keys [][]byte, maxBytes int) ([][]byte, error) {
 	prefix := appendDataPrefix(make([]byte, 0, 64), task)
 	k := prefix
 	// ends[i] is where value i ends in buf, or -1 for an absent key.
@@ -444,7 +449,7 @@ func (s *Store) GetMany(task string, keys [][]byte, maxBytes int) ([][]byte, err
 	buf := make([]byte, 0, 128*len(keys))
 	for i, key := range keys {
 		k = append(k[:len(prefix)], key...)
-		v, closer, err := snap.Get(k)
+		v, closer, err := r.Get(k)
 		if errors.Is(err, pebble.ErrNotFound) {
 			ends[i] = -1
 			continue
@@ -476,15 +481,20 @@ func (s *Store) GetMany(task string, keys [][]byte, maxBytes int) ([][]byte, err
 // Scan returns task's keys and values in key order, selected by o. Keys are
 // the task's own (without the store's prefix); everything returned is a copy.
 func (s *Store) Scan(task string, o ScanOptions) ([]KV, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	return scan(s.db, task, o)
+}
+
+// scan is Scan on r.
+func scan(r pebble.Reader, task string, o ScanOptions) ([]KV, error) {
 	limit := o.Limit
 	if limit <= 0 {
 		limit = DefaultScanLimit
 	}
 	limit = min(limit, MaxScanLimit)
-	if err := s.enter(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
 
 	prefix := appendDataPrefix(nil, task)
 	lower := append(bytes.Clone(prefix), o.Prefix...)
@@ -498,7 +508,7 @@ func (s *Store) Scan(task string, o ScanOptions) ([]KV, error) {
 	if bytes.Compare(lower, upper) >= 0 {
 		return nil, nil
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("scan task %q: %w", task, err)
 	}

@@ -64,6 +64,9 @@ func (h *Harness) newMember(id string) (*Member, error) {
 	if o.Stateless != "" {
 		args = append(args, "--stateless-tasks", o.Stateless)
 	}
+	if o.Standbys > 0 {
+		args = append(args, "--standbys", strconv.Itoa(o.Standbys))
+	}
 	if o.WorkerTimeout > 0 {
 		args = append(args, "--worker-timeout", o.WorkerTimeout.String())
 	}

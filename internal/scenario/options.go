@@ -32,6 +32,8 @@ type Options struct {
 	// workers' --poll-wait; zero leaves each program's default.
 	WorkerTimeout time.Duration
 	PollWait      time.Duration
+	// Standbys is the group's --standbys (0: none).
+	Standbys int
 }
 
 // DefaultOptions is a group of 10 stateful and 2 stateless tasks with a 3s

@@ -59,6 +59,16 @@ func (c *clientFlags) register(fs *flag.FlagSet, e Env) {
 
 // open connects to NATS and opens the group's KV bucket.
 func (c *clientFlags) open(ctx context.Context, name string) (jetstream.KeyValue, func(), error) {
+	nc, kv, err := c.openConn(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kv, nc.Close, nil
+}
+
+// openConn is open that also returns the connection, the caller's to
+// close.
+func (c *clientFlags) openConn(ctx context.Context, name string) (*natsgo.Conn, jetstream.KeyValue, error) {
 	nc, err := c.nats.Connect(name)
 	if err != nil {
 		return nil, nil, err
@@ -76,5 +86,5 @@ func (c *clientFlags) open(ctx context.Context, name string) (jetstream.KeyValue
 		}
 		return nil, nil, fmt.Errorf("open group %q: %w", c.group, err)
 	}
-	return kv, nc.Close, nil
+	return nc, kv, nil
 }
