@@ -246,7 +246,24 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 	ld.current = res.Assignment
 	ld.track()
 	ld.observePromotions(res.Moves)
+	if activates(res.Moves) {
+		// A task activated in a plan stays put in it, so moves it made
+		// necessary (balance after a promotion) wait for the next plan:
+		// make one at once rather than wait for an event that may not come.
+		return time.Now(), nil
+	}
 	return res.NextDeadline, nil
+}
+
+// activates reports whether moves give a task a new owner.
+func activates(moves []assign.Move) bool {
+	for _, m := range moves {
+		switch m.Kind {
+		case assign.MovePromote, assign.MoveFailover, assign.MoveAssign:
+			return true
+		}
+	}
+	return false
 }
 
 // track records from which generation each learner and standby of the
