@@ -246,7 +246,11 @@ func (u *run) add(msg jetstream.Msg, received time.Time) error {
 		if err := u.flush(); err != nil {
 			return err
 		}
-		u.report(true) // what was replayed up to the entry, before a takeover silences the reports
+		if !u.r.opts.Tail {
+			// An activation's catch-up: what it replayed up to the entry,
+			// before a takeover silences its reports.
+			u.report(true)
+		}
 		takenOver = u.r.opts.OnRelease(Release{Seq: seq, Epoch: e.Epoch, Successor: e.Successor,
 			Stored: md.Timestamp, Received: received, Last: md.NumPending == 0})
 		u.takenOver = takenOver
