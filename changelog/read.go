@@ -13,6 +13,17 @@ import (
 // a finished run do (the examples' producer verify, the scenario harness,
 // the demo): every message in order, and the state a full replay gives.
 
+// ConsumerInactive is how long the server keeps a changelog consumer that
+// nobody pulls from. Every reader of a changelog (restores, tailers, this
+// file's readers, the snapshot trim) sets it on its ordered consumer: the
+// client library's default of 5 minutes kept every stopped reader's
+// consumer that long (an ordered consumer is deleted only when it is
+// replaced), and a stream holds at most 1,000 consumers by default on
+// nats-server 2.12 and later, so that a large group restoring many tasks
+// within 5 minutes was refused new ones. A reader that pulls is never
+// idle: its pull requests waiting on the server count as activity.
+const ConsumerInactive = 10 * time.Second
+
 // Record is one changelog message of a task.
 type Record struct {
 	Seq   uint64
@@ -33,7 +44,7 @@ func ReadTask(ctx context.Context, js jetstream.JetStream, group, task string) (
 	if err != nil {
 		return nil, fmt.Errorf("last message of %s: %w", task, err)
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: ConsumerInactive})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", task, err)
 	}

@@ -127,8 +127,12 @@ func (w *counter) processStateless(ctx context.Context, t client.Task) error {
 	}
 }
 
-// consume opens an ordered consumer on the input stream.
+// consume opens an ordered consumer on the input stream. The server drops
+// it 10 s after the counter stops pulling (the client's default is 5
+// minutes): a task that moves leaves no consumer behind to count against
+// the stream's limit (1,000 by default on nats-server 2.12 and later).
 func (w *counter) consume(ctx context.Context, subject string, cfg jetstream.OrderedConsumerConfig) (jetstream.MessagesContext, error) {
+	cfg.InactiveThreshold = 10 * time.Second
 	cons, err := w.js.OrderedConsumer(ctx, w.stream, cfg)
 	if err != nil {
 		return nil, err

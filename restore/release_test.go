@@ -102,3 +102,35 @@ func TestReleaseNotLast(t *testing.T) {
 		t.Fatalf("OnRelease got %+v, want one call at seq %d with Last false (seq %d follows)", got, rel, marker)
 	}
 }
+
+// TestTailersConsumerIsDroppedSoon: the consumer a tailer reads with is one
+// the server drops soon after nobody pulls from it (changelog's
+// ConsumerInactive), not after the client library's 5 minutes: a stream
+// holds 1,000 consumers by default, and every stopped restore would keep
+// one that long.
+func TestTailersConsumerIsDroppedSoon(t *testing.T) {
+	e := newEnv(t)
+	ctx := testContext(t)
+	src := &writer{log: e.log, store: memStore(t), task: "t1"}
+	src.commit(t, entry(0))
+	r := restore.New(e.log, memStore(t), restore.Options{Task: "t1", Tail: true, Logger: zerolog.Nop()})
+	runReplayer(ctx, r)
+	if err := r.WaitApplied(ctx, src.last); err != nil {
+		t.Fatal(err)
+	}
+	lister := e.log.Stream().ListConsumers(ctx)
+	n := 0
+	for info := range lister.Info() {
+		n++
+		if got := info.Config.InactiveThreshold; got != changelog.ConsumerInactive {
+			t.Errorf("consumer %s: inactive threshold %v, want %v", info.Name, got, changelog.ConsumerInactive)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d consumers on the changelog while one tailer runs, want 1", n)
+	}
+}
+

@@ -86,7 +86,7 @@ func (r *Replayer) start(ctx context.Context) (*run, error) {
 		}
 	}
 
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.log.Subject(task)}}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.log.Subject(task)}, InactiveThreshold: changelog.ConsumerInactive}
 	if meta.Applied > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = meta.Applied + 1

@@ -108,8 +108,9 @@ func (b *Bucket) Trim(ctx context.Context, log *changelog.Log, task string, r Re
 // purge). It reads the subject's headers from its first message on.
 func marginFloor(ctx context.Context, log *changelog.Log, task string, seq, margin uint64) (uint64, error) {
 	cons, err := log.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{log.Subject(task)},
-		HeadersOnly:    true,
+		FilterSubjects:    []string{log.Subject(task)},
+		HeadersOnly:       true,
+		InactiveThreshold: changelog.ConsumerInactive,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("trim task %s: %w", task, err)

@@ -65,7 +65,7 @@ func (l *Lab) ReplayCeiling(ctx context.Context, task string) (Rate, error) {
 		return Rate{}, fmt.Errorf("lab: last message of %s: %w", task, err)
 	}
 	t0 := time.Now()
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: changelog.ConsumerInactive})
 	if err != nil {
 		return Rate{}, fmt.Errorf("lab: replay %s: %w", task, err)
 	}

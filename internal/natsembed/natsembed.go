@@ -167,6 +167,10 @@ func Start(opts Options) (*Server, error) {
 		Username:      opts.User,
 		Password:      opts.Password,
 		Authorization: opts.Token,
+		// No cap on consumers per stream: each learner and standby tails
+		// its task's changelog with one, and the server's default (1,000
+		// per stream) would refuse them in a group with more copies.
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
