@@ -115,12 +115,16 @@ const replayPullBytes = 4 << 20
 
 // tail keeps a learner's or standby's copy current until ctx ends, or
 // until it takes the task over from a release entry that names this member
-// (takeOver). It catches up on the replay connection, then follows the
-// changelog on the tail connection (replayconn.go).
+// (takeOver). It catches up on the replay connection, in the learners'
+// slots, until it is within the acceptable lag, then follows the changelog
+// on the tail connection (replayconn.go): a copy within the acceptable lag
+// may be handed the task at any moment, and what it still has to apply is
+// then on the pause's path, where it must not queue behind other restores.
 func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
 	for ctx.Err() == nil {
 		r := a.newReplayer(t, a.replays, false, true, restore.History{})
-		r.Limit(a.learnerLimit) // a catch-up that nobody waits for yet
+		r.Limit(a.learnerLimit)               // a catch-up that nobody waits for yet
+		r.EndWithin(a.config().AcceptableLag) // from there on, one may
 		reconnected, err := a.runRestore(ctx, r, a.replays)
 		if err == nil && !reconnected && ctx.Err() == nil && !a.takenOver(t, t.state().epoch) {
 			r = a.newReplayer(t, a.tails, true, true, restore.History{})

@@ -134,3 +134,40 @@ func TestTailersConsumerIsDroppedSoon(t *testing.T) {
 	}
 }
 
+// TestCatchUpEndsWithinItsBound: a catch-up with EndWithin ends once no
+// more than that many messages remain, leaving them to the tail that
+// follows it, and at once when the subject's lag starts within it.
+func TestCatchUpEndsWithinItsBound(t *testing.T) {
+	e := newEnv(t)
+	ctx := testContext(t)
+	src := &writer{log: e.log, store: memStore(t), task: "t1"}
+	var seqs []uint64
+	for i := range 10 {
+		seqs = append(seqs, src.commit(t, entry(i)))
+	}
+	dst := memStore(t)
+	r := restore.New(e.log, dst, restore.Options{Task: "t1", Logger: zerolog.Nop()})
+	r.EndWithin(3)
+	if err := <-runReplayer(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if m, _, _ := dst.Meta("t1"); m.Applied != seqs[6] {
+		t.Fatalf("catch-up within 3 of 10 messages ended at seq %d, want %d (3 left to the tail)", m.Applied, seqs[6])
+	}
+	if p := r.Progress(); p.LagMsgs != 3 || p.CaughtUp {
+		t.Fatalf("its last progress %+v, want a lag of 3, not caught up", p)
+	}
+
+	// Started within its bound, it applies nothing.
+	r = restore.New(e.log, dst, restore.Options{Task: "t1", Logger: zerolog.Nop()})
+	r.EndWithin(3)
+	if err := <-runReplayer(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if m, _, _ := dst.Meta("t1"); m.Applied != seqs[6] {
+		t.Fatalf("a catch-up that started 3 behind with EndWithin 3 moved the store to seq %d", m.Applied)
+	}
+	if p := r.Progress(); p.LagMsgs != 3 {
+		t.Fatalf("its progress %+v, want a lag of 3", p)
+	}
+}

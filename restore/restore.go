@@ -53,6 +53,12 @@ type Options struct {
 	// Tail keeps Run following the subject after it reached its end, as a
 	// learner or a standby does, until its context ends.
 	Tail bool
+	// EndWithin, without Tail, ends Run once at most EndWithin messages
+	// remain to apply, instead of none: a learner's catch-up that is
+	// within the acceptable lag hands the rest to its tail (which reads on
+	// a connection and in slots of its own), since its task may be handed
+	// over to it at any moment and the rest is then on the pause's path.
+	EndWithin uint64
 	// MaxBatchBytes is how many bytes of changelog messages Run gathers
 	// into one store batch before it applies them; 0 means
 	// DefaultMaxBatchBytes, or less on a store that takes smaller batches
@@ -190,6 +196,9 @@ func New(log *changelog.Log, store *statestore.Store, opts Options) *Replayer {
 
 // Limit makes r work in l's slots; call it before Run.
 func (r *Replayer) Limit(l *Limiter) { r.opts.Limiter = l }
+
+// EndWithin sets Options.EndWithin; call it before Run.
+func (r *Replayer) EndWithin(n uint64) { r.opts.EndWithin = n }
 
 // Progress returns the latest progress.
 func (r *Replayer) Progress() Progress {

@@ -78,8 +78,8 @@ func (r *Replayer) start(ctx context.Context) (*run, error) {
 		reportTimer: stoppedTimer(),
 	}
 	u.rate.reset(now)
-	if end <= meta.Applied {
-		u.numPending = 0
+	if end <= meta.Applied+r.opts.EndWithin {
+		u.numPending = end - min(end, meta.Applied)
 		if !r.opts.Tail {
 			u.finished = true
 			return u, nil
@@ -111,7 +111,7 @@ func (r *Replayer) start(ctx context.Context) (*run, error) {
 		u.numPending = info.NumPending // exact lag before the first message arrives
 		// Nothing to deliver after all (the subject's tail was removed
 		// between Last and now): don't wait for a message that won't come.
-		u.finished = info.NumPending == 0 && !r.opts.Tail
+		u.finished = info.NumPending <= r.opts.EndWithin && !r.opts.Tail
 	} else if end > meta.Applied {
 		u.numPending = 1 // at least one message; refined by the first one
 	}
@@ -268,12 +268,13 @@ func (u *run) add(msg jetstream.Msg, received time.Time) error {
 		// The task is the successor's now: nothing more to tail.
 		u.finished = true
 		return u.flush()
-	case md.NumPending == 0 || seq >= u.r.wanted.Load() && u.r.wanted.Load() > u.applied:
-		// Nothing more to come, or a waiter wants this sequence.
+	case md.NumPending <= u.r.opts.EndWithin || seq >= u.r.wanted.Load() && u.r.wanted.Load() > u.applied:
+		// Nothing more to come (or no more than EndWithin), or a waiter
+		// wants this sequence.
 		if err := u.flush(); err != nil {
 			return err
 		}
-		u.finished = md.NumPending == 0 && !u.r.opts.Tail
+		u.finished = md.NumPending <= u.r.opts.EndWithin && !u.r.opts.Tail
 	case u.pendingBytes >= u.r.opts.MaxBatchBytes:
 		return u.flush()
 	case !u.flushArmed:
