@@ -138,8 +138,14 @@ func TestChaosSoak(t *testing.T) {
 	if len(whys) == 0 {
 		whys = []string{"none"}
 	}
-	fmt.Fprintf(&b, "  planned hand-offs: %d taken over directly (%d release entries in the changelogs); %d activated through the leader; releases through the leader, by why: %s; failovers and other activations: %d\n",
-		len(rep.Takeovers), rep.Releases, planned, strings.Join(whys, ", "), unplanned)
+	stateful := 0
+	for _, tk := range rep.Takeovers {
+		if _, ok := rep.Records[tk.Task]; ok {
+			stateful++
+		}
+	}
+	fmt.Fprintf(&b, "  planned hand-offs: %d taken over directly (%d stateful, %d stateless; %d release entries in the stateful tasks' changelogs, before the mark included); %d activated through the leader; releases through the leader, by why: %s; failovers and other activations: %d\n",
+		len(rep.Takeovers), stateful, len(rep.Takeovers)-stateful, rep.Releases, planned, strings.Join(whys, ", "), unplanned)
 	takeOvers := 0
 	for _, m := range h.Members() {
 		takeOvers += m.Log.Count("took over the member record of this data dir's previous run")
