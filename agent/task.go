@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
@@ -112,6 +114,12 @@ func (a *Agent) startJobLocked(t *task, handoff bool, fn func(ctx context.Contex
 // dozen restores at once on its replay connection, and the server drops a
 // connection whose pending data passes 64 MiB.
 const replayPullBytes = 4 << 20
+
+// tailPullBytes bounds what a tailer buffers: the largest message the
+// server takes and room for its headers. The tail connection carries every
+// tailer of the member, and a release entry waits in its socket behind what
+// the others' pulls buffered there.
+func tailPullBytes(nc *nats.Conn) int { return int(nc.MaxPayload()) + 64<<10 }
 
 // tail keeps a learner's or standby's copy current until ctx ends, or
 // until it takes the task over from a release entry that names this member
@@ -328,10 +336,14 @@ func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer, rc *replayC
 // names this member. hist is what the group's records say of the task's
 // past.
 func (a *Agent) newReplayer(t *task, rc *replayConn, tail, follow bool, hist restore.History) *restore.Replayer {
+	pull := replayPullBytes
+	if tail {
+		pull = tailPullBytes(rc.nc)
+	}
 	o := restore.Options{
 		Task:         t.id,
 		Tail:         tail,
-		PullMaxBytes: replayPullBytes,
+		PullMaxBytes: pull,
 		OnProgress:   func(p restore.Progress) { a.onProgress(t, p) },
 		Logger:       a.log,
 		Snapshots:    rc.snaps,
