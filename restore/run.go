@@ -78,8 +78,8 @@ func (r *Replayer) start(ctx context.Context) (*run, error) {
 		reportTimer: stoppedTimer(),
 	}
 	u.rate.reset(now)
-	if end <= meta.Applied+r.opts.EndWithin {
-		u.numPending = end - min(end, meta.Applied)
+	if end <= meta.Applied {
+		u.numPending = 0
 		if !r.opts.Tail {
 			u.finished = true
 			return u, nil
@@ -246,11 +246,7 @@ func (u *run) add(msg jetstream.Msg, received time.Time) error {
 		if err := u.flush(); err != nil {
 			return err
 		}
-		if !u.r.opts.Tail {
-			// An activation's catch-up: what it replayed up to the entry,
-			// before a takeover silences its reports.
-			u.report(true)
-		}
+		u.report(true) // what was replayed up to the entry, before a takeover silences the reports
 		takenOver = u.r.opts.OnRelease(Release{Seq: seq, Epoch: e.Epoch, Successor: e.Successor,
 			Stored: md.Timestamp, Received: received, Last: md.NumPending == 0})
 		u.takenOver = takenOver

@@ -29,7 +29,7 @@ func TestBench(t *testing.T) {
 	defer cancel()
 	args := []string{"--scenario", "scale-up", "--from", "2", "--to", "3", "--tasks", "5", "--stateless-share", "0.2",
 		"--keys", "300", "--value-size", "32", "--rate", "100", "--warmup", "300ms", "--hold", "200ms",
-		"--modes", "eager,stable,cold", "--json", "--out", dir}
+		"--acceptable-lag", "0", "--modes", "eager,stable,cold", "--json", "--out", dir}
 	if err := Run(ctx, args, e); err != nil {
 		t.Fatalf("handoff bench: %v\nstderr:\n%s", err, errOut.String())
 	}
@@ -70,10 +70,15 @@ func TestBench(t *testing.T) {
 				run.Mode, replayed, run.Ceiling.Messages, run.Restore.Records)
 		}
 		if run.Mode == modeEager || run.Mode == modeStable {
-			// Warm modes: every planned move found its learner current.
-			if run.ActivationReplayedMetric != 0 || run.ReplayedByActivations.Messages != 0 {
-				t.Errorf("%s: activations replayed %v messages (metric) and %d (reports), want 0: a warm move paused for a restore",
-					run.Mode, run.ActivationReplayedMetric, run.ReplayedByActivations.Messages)
+			// Warm modes: every planned move found its learner current
+			// (the acceptable lag is 0). A move that the leader's
+			// generation activates before the successor's tailer took it
+			// over directly applies the release entry that handed it over
+			// (one message, no records), and nothing else.
+			moves := float64(run.Pauses.PlannedStateful.Count)
+			if run.ActivationReplayedMetric > moves || run.ReplayedByActivations.Records != 0 {
+				t.Errorf("%s: activations replayed %v messages (metric) over %v planned moves and %d records (reports), want at most one message a move and no records: a warm move paused for a restore",
+					run.Mode, run.ActivationReplayedMetric, moves, run.ReplayedByActivations.Records)
 			}
 			if run.Pauses.Failover.Count != 0 {
 				t.Errorf("%s: %d failover pauses in a scale-up", run.Mode, run.Pauses.Failover.Count)
