@@ -190,23 +190,6 @@ func (c *cluster) view() api.GroupView {
 	return gv
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		waitABit()
-	}
-	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-}
-
-// waitABit paces condition polls.
-func waitABit() { <-time.After(20 * time.Millisecond) }
-
 // balanced checks that every task is active on one of members, each
 // member's ready count is within one of the others', stateful and stateless
 // separately, and nothing is in flight.

@@ -15,6 +15,7 @@ import (
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
+	"github.com/handoffhq/handoff/internal/poll"
 	"github.com/handoffhq/handoff/internal/sidecar"
 )
 
@@ -97,7 +98,7 @@ func TestWorkerWatch(t *testing.T) {
 	}
 	cl := client.New("http://" + sc.Addr.String())
 
-	waitFor(t, 10*time.Second, "m1's worker detached before any poll", func() error {
+	poll.Eventually(t, 10*time.Second, "m1's worker detached before any poll", func() error {
 		if w, _ := memberWorker(c, "m1"); w != api.WorkerDetached {
 			return fmt.Errorf("worker %q", w)
 		}
@@ -120,7 +121,7 @@ func TestWorkerWatch(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, 10*time.Second, "m1's worker attached and both tasks active", func() error {
+	poll.Eventually(t, 10*time.Second, "m1's worker attached and both tasks active", func() error {
 		if w, _ := memberWorker(c, "m1"); w != api.WorkerAttached {
 			return fmt.Errorf("worker %q", w)
 		}
@@ -137,7 +138,7 @@ func TestWorkerWatch(t *testing.T) {
 		t.Fatalf("commit with the worker attached: %v", err)
 	}
 	w.stop()
-	waitFor(t, 10*time.Second, "m1's worker lost", func() error {
+	poll.Eventually(t, 10*time.Second, "m1's worker lost", func() error {
 		if w, since := memberWorker(c, "m1"); w != api.WorkerLost || since == nil {
 			return fmt.Errorf("worker %q since %v", w, since)
 		}
@@ -154,7 +155,7 @@ func TestWorkerWatch(t *testing.T) {
 
 	w = startPoller(cl)
 	defer w.stop()
-	waitFor(t, 10*time.Second, "m1's worker attached again with both tasks active", func() error {
+	poll.Eventually(t, 10*time.Second, "m1's worker attached again with both tasks active", func() error {
 		if w, _ := memberWorker(c, "m1"); w != api.WorkerAttached {
 			return fmt.Errorf("worker %q", w)
 		}

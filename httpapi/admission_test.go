@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // The admission tests flood a real listener over TCP with what other
@@ -164,13 +165,12 @@ func holdCommits(t *testing.T, addr string, h *heldCommit, n int) {
 	t.Helper()
 	body := `{"puts":[{"key":"YQ==","value":"MQ=="}]}`
 	flood(t, addr, n, fmt.Sprintf("POST /tasks/t1/commit HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
-	deadline := time.Now().Add(answerWithin)
-	for int(h.in.Load()) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d commits reached the backend", h.in.Load(), n)
+	poll.Eventually(t, answerWithin, fmt.Sprintf("%d commits to reach the backend", n), func() error {
+		if in := int(h.in.Load()); in < n {
+			return fmt.Errorf("%d of %d did", in, n)
 		}
-		<-time.After(5 * time.Millisecond) // polling a condition
-	}
+		return nil
+	})
 }
 
 // Requests beyond MaxRequests are answered 503 at once, with Retry-After,

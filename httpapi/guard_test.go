@@ -368,12 +368,12 @@ func TestBodyTimeoutSparesSlowCommitsAndLongPolls(t *testing.T) {
 		polled <- err
 	}()
 	deadline := awaitWaiting(t, f)
-	// Wake the long-poll well after both timeouts have passed.
-	<-time.After(5 * timeout)
+	// The long-poll must outlast both timeouts well: a negative check,
+	// bounded by time, that fails the moment it ends.
 	select {
 	case err := <-polled:
 		t.Fatalf("the long-poll ended before any change (%v); it waits until %s", err, deadline)
-	default:
+	case <-time.After(5 * timeout):
 	}
 	f.bump()
 	if err := <-polled; err != nil {
