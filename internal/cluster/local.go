@@ -63,7 +63,7 @@ func OpenLocal(ctx context.Context, o LocalOptions) (_ *Local, err error) {
 	m := &Local{ID: id, opts: o}
 	defer func() {
 		if err != nil {
-			m.closeConns()
+			m.CloseConnections()
 		}
 	}()
 	if m.NC, err = o.Connect("agent-" + id); err != nil {
@@ -86,7 +86,7 @@ func (m *Local) URL() string {
 	if m.Member.Addr == nil {
 		return ""
 	}
-	return apiURL(m.Member.Addr.String())
+	return APIURL(m.Member.Addr.String())
 }
 
 // Client is a client of the member's API, with its token.
@@ -172,7 +172,7 @@ func (m *Local) Halt(graceful bool, wait time.Duration) error {
 // not stop keeps its store open (closing it under a running agent would
 // crash the process) and only loses its connections.
 func (m *Local) Close(graceful bool) error {
-	defer m.closeConns()
+	defer m.CloseConnections()
 	if m.stuck {
 		return nil
 	}
@@ -180,6 +180,18 @@ func (m *Local) Close(graceful bool) error {
 		return m.Member.Close()
 	}
 	return m.Member.Crash()
+}
+
+// CloseConnections closes the member's connections and nothing else: for
+// a halted member whose store may still be in use (by a caller's call into
+// the agent that did not return, say), which it leaves open.
+func (m *Local) CloseConnections() {
+	if m.workerNC != nil {
+		m.workerNC.Close()
+	}
+	if m.NC != nil {
+		m.NC.Close()
+	}
 }
 
 // Stop stops the member gracefully (Halt, then Close) and returns what
@@ -201,16 +213,7 @@ func (m *Local) Crash(wait time.Duration) error {
 // Abort closes a member that was opened and never started.
 func (m *Local) Abort() {
 	_ = m.Member.Crash() // it never ran: there is no record to delete
-	m.closeConns()
-}
-
-func (m *Local) closeConns() {
-	if m.workerNC != nil {
-		m.workerNC.Close()
-	}
-	if m.NC != nil {
-		m.NC.Close()
-	}
+	m.CloseConnections()
 }
 
 // waitClosed waits until ch is closed, at most d; it reports whether ch

@@ -34,7 +34,7 @@ type ProcessConfig struct {
 	LogLevel      string
 	WorkerTimeout time.Duration
 	// Socket makes every agent's API listen on a Unix socket in its
-	// member's directory (api.sock) instead of a loopback port.
+	// member's directory instead of a loopback port (Listen).
 	Socket bool
 	// AgentArgs are added to every agent's command line, AgentEnv to its
 	// environment: for A/B runs of a setting.
@@ -95,14 +95,6 @@ func NewProcess(cfg *ProcessConfig, id, dir string) (*Process, error) {
 	return m, nil
 }
 
-// listen is the address the member's API listens on.
-func (m *Process) listen() string {
-	if m.cfg.Socket {
-		return api.UnixPrefix + filepath.Join(m.Dir, "api.sock")
-	}
-	return "127.0.0.1:0"
-}
-
 // agentArgs is the member's `handoff agent` command line: the group config
 // as flags, JSON logs, an API on a free port or a socket.
 func (m *Process) agentArgs() []string {
@@ -111,7 +103,7 @@ func (m *Process) agentArgs() []string {
 		"--nats", o.NATSURL,
 		"--group", o.Group,
 		"--member-id", m.ID,
-		"--listen", m.listen(),
+		"--listen", Listen(m.Dir, m.cfg.Socket),
 		"--data-dir", filepath.Join(m.Dir, "data"),
 		"--log-format", "json",
 		"--handover", string(c.Handover),
@@ -207,7 +199,7 @@ func (m *Process) StartAgent(ctx context.Context) error {
 		if addr = m.Log.API(); addr == "" {
 			return errors.New("it has not logged its API address yet")
 		}
-		return healthz(ctx, apiURL(addr))
+		return healthz(ctx, APIURL(addr))
 	})
 	if err != nil {
 		_ = m.Agent.Kill()
@@ -275,7 +267,7 @@ func (m *Process) WaitWorker() error {
 func (m *Process) Addr() string { return m.api }
 
 // URL is the agent's API in its current run, as a client takes it.
-func (m *Process) URL() string { return apiURL(m.api) }
+func (m *Process) URL() string { return APIURL(m.api) }
 
 // Client is a client of the agent's API in its current run.
 func (m *Process) Client() *client.Client { return client.New(m.URL()) }
@@ -359,11 +351,20 @@ func (m *Process) WaitExited(timeout time.Duration) error {
 	})
 }
 
-// apiURL turns an API address (host:port, or unix:PATH) into the URL a
+// APIURL turns an API address (host:port, or unix:PATH) into the URL a
 // client takes.
-func apiURL(addr string) string {
+func APIURL(addr string) string {
 	if _, socket := api.SocketPath(addr); socket {
 		return addr
 	}
 	return "http://" + addr
+}
+
+// Listen is the address a member's API listens on: a free loopback port,
+// or with socket the Unix socket api.sock in the member's directory dir.
+func Listen(dir string, socket bool) string {
+	if socket {
+		return api.UnixPrefix + filepath.Join(dir, "api.sock")
+	}
+	return "127.0.0.1:0"
 }

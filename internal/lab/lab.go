@@ -39,6 +39,7 @@ import (
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/countworker"
+	"github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/proc"
 	"github.com/handoffhq/handoff/internal/redact"
@@ -105,7 +106,8 @@ type Lab struct {
 	log     zerolog.Logger
 
 	srv      *natsembed.Server
-	natsProc *proc.NATSServer // the nats-server process of a lab of processes
+	natsProc *proc.NATSServer       // the nats-server process of a lab of processes
+	procs    *cluster.ProcessConfig // how its members run, in a lab of processes
 	url      string
 	nc       *nats.Conn // the lab's own connection: input, history, recorder, checks
 	js       jetstream.JetStream
@@ -153,6 +155,9 @@ func Open(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	if err := l.openNATS(); err != nil {
 		return nil, err
+	}
+	if opts.Processes != nil {
+		l.procs = l.processConfig()
 	}
 	if err := countworker.EnsureStream(ctx, l.js, countworker.StreamName(opts.Group), opts.Group); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
