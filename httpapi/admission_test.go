@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 	"github.com/handoffhq/handoff/internal/poll"
 )
 
@@ -149,7 +150,7 @@ func TestLongPollFloodIsCappedApart(t *testing.T) {
 // heldCommit is a Backend whose commits wait until the test ends, as a
 // commit that waits for NATS does; in counts those waiting.
 type heldCommit struct {
-	*fakeBackend
+	*httpapitest.Backend
 	in atomic.Int32
 }
 
@@ -176,7 +177,7 @@ func holdCommits(t *testing.T, addr string, h *heldCommit, n int) {
 // Requests beyond MaxRequests are answered 503 at once, with Retry-After,
 // instead of waiting; a long-poll is not counted against them.
 func TestRequestCapAnswers503AtOnce(t *testing.T) {
-	h := &heldCommit{fakeBackend: seeded()}
+	h := &heldCommit{Backend: seeded()}
 	addr := listening(t, h, floodOptions(Options{MaxRequests: 2}))
 	holdCommits(t, addr, h, 2)
 	resp, b := workerGet(t, addr, "/group", "")
@@ -193,7 +194,7 @@ func TestRequestCapAnswers503AtOnce(t *testing.T) {
 // With every connection busy with an admitted request, a new connection is
 // answered 503 at once and closed, rather than left to wait.
 func TestNoRoomAnswers503(t *testing.T) {
-	h := &heldCommit{fakeBackend: seeded()}
+	h := &heldCommit{Backend: seeded()}
 	addr := listening(t, h, floodOptions(Options{MaxConns: 2}))
 	holdCommits(t, addr, h, 2)
 	c := rawConn(t, addr)
