@@ -152,11 +152,11 @@ func (m *Local) Halt(graceful bool, wait time.Duration) error {
 	}
 	var stuck []string
 	m.cancelWorker()
-	if !waitClosed(m.workerDone, wait) {
+	if !WaitClosed(m.workerDone, wait) {
 		stuck = append(stuck, "worker")
 	}
 	m.cancelRun()
-	if !waitClosed(m.ran, wait) {
+	if !WaitClosed(m.ran, wait) {
 		stuck = append(stuck, "agent and API")
 	}
 	if len(stuck) > 0 {
@@ -216,9 +216,9 @@ func (m *Local) Abort() {
 	m.CloseConnections()
 }
 
-// waitClosed waits until ch is closed, at most d; it reports whether ch
+// WaitClosed waits until ch is closed, at most d; it reports whether ch
 // was closed.
-func waitClosed(ch <-chan struct{}, d time.Duration) bool {
+func WaitClosed(ch <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

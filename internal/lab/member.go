@@ -207,7 +207,7 @@ func (m *Member) teardown(inc *incarnation, graceful bool, state string) error {
 			inc.calls.Wait()
 			close(calls)
 		}()
-		if !waitClosed(calls, stopWait) {
+		if !cluster.WaitClosed(calls, stopWait) {
 			err = errors.Join(err, fmt.Errorf("member %s: the agent's view did not return within %s", m.ID, stopWait))
 		}
 
@@ -235,19 +235,6 @@ func (m *Member) teardown(inc *incarnation, graceful bool, state string) error {
 	})
 	<-inc.ended
 	return inc.err
-}
-
-// waitClosed waits until ch is closed, at most d; it reports whether ch
-// was closed.
-func waitClosed(ch <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // stop stops the member gracefully, without a leave, if it runs, and
@@ -348,10 +335,10 @@ func (m *Member) fetchView() <-chan viewResult {
 		out <- r
 	}()
 	go func() {
-		if !waitClosed(done, slowView) {
+		if !cluster.WaitClosed(done, slowView) {
 			m.lab.dumpStacks(m.ID)
 		}
-		if !waitClosed(done, viewWait) {
+		if !cluster.WaitClosed(done, viewWait) {
 			inc.stuck.Store(true)
 			m.lab.log.Error().Str("member", m.ID).Msgf("the agent has not answered for %s: it is stuck; the lab stops asking it", viewWait)
 		}

@@ -219,7 +219,7 @@ func (m *Member) teardownProcesses(inc *incarnation, graceful bool, state string
 		// An agent keeps serving after a leave over its API, until it is
 		// told to stop: it has left, so it exits at once.
 		_ = p.Agent.Terminate()
-		if !waitClosed(inc.agentDone, stopWait) {
+		if !cluster.WaitClosed(inc.agentDone, stopWait) {
 			errs = append(errs, fmt.Errorf("lab: the agent of %s did not exit within %s of its leave; killed", m.ID, stopWait))
 		}
 		errs = append(errs, p.Agent.Kill())
