@@ -167,15 +167,12 @@ const StartWait = 60 * time.Second
 const healthTimeout = 5 * time.Second
 
 // Start starts the agent, then the worker, and waits until both have
-// started (StartAgent, StartWorker, WaitWorker).
+// started (StartAgent, StartWorker).
 func (m *Process) Start(ctx context.Context) error {
 	if err := m.StartAgent(ctx); err != nil {
 		return err
 	}
-	if err := m.StartWorker(); err != nil {
-		return err
-	}
-	return m.WaitWorker()
+	return m.StartWorker()
 }
 
 // StartAgent starts the agent and waits until it serves its API (its log
@@ -233,18 +230,26 @@ func healthz(ctx context.Context, url string) error {
 	return nil
 }
 
-// StartWorker starts the worker against the agent's current run, without
-// waiting for it to connect (WaitWorker waits).
+// StartWorker starts the worker against the agent's current run and waits
+// until it has logged that it is connected to NATS and follows the agent,
+// at most StartWait.
 func (m *Process) StartWorker() error {
+	if err := m.SpawnWorker(); err != nil {
+		return err
+	}
+	return m.waitWorker()
+}
+
+// SpawnWorker is StartWorker without the wait.
+func (m *Process) SpawnWorker() error {
 	m.stopped, m.workerUp = false, true
 	m.Worker.Args = m.workerArgs()
 	m.workerStarted = m.workerLog.starts()
 	return m.Worker.Start()
 }
 
-// WaitWorker waits until the worker started by StartWorker has logged
-// that it is connected to NATS and follows the agent, at most StartWait.
-func (m *Process) WaitWorker() error {
+// waitWorker waits until the worker started last has logged that it started.
+func (m *Process) waitWorker() error {
 	err := poll.Within(StartWait, 50*time.Millisecond, func() error {
 		select {
 		case <-m.Worker.Exited():

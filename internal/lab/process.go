@@ -191,7 +191,7 @@ func (m *Member) runProcesses(inc *incarnation) {
 	p := inc.procs
 	inc.views = followView(inc.client)
 	agentExited := p.Agent.Exited()
-	if err := p.StartWorker(); err != nil {
+	if err := p.SpawnWorker(); err != nil {
 		inc.workerErr = err
 		close(inc.workerDone)
 	} else {

@@ -186,9 +186,6 @@ func (h *Harness) StartWorker(m *Member) {
 	if err := m.StartWorker(); err != nil {
 		h.t.Fatal(err)
 	}
-	if err := m.WaitWorker(); err != nil {
-		h.t.Fatal(err)
-	}
 	h.Logf("worker of %s started (pid %d)", m.ID, m.Worker.Pid())
 }
 
