@@ -9,13 +9,14 @@ import (
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 func TestConvergeJoinLeave(t *testing.T) {
 	c := newCluster(t, testConfig("orders-0..11", "enrich-0..3"))
 	c.start("m1")
 	c.start("m2")
-	waitFor(t, 20*time.Second, "two members balanced", func() error {
+	poll.Eventually(t, 20*time.Second, "two members balanced", func() error {
 		gv := c.view()
 		if err := balanced(gv, "m1", "m2"); err != nil {
 			return err
@@ -25,7 +26,7 @@ func TestConvergeJoinLeave(t *testing.T) {
 	gen := c.view().Generation
 
 	c.start("m3")
-	waitFor(t, 20*time.Second, "three members balanced", func() error {
+	poll.Eventually(t, 20*time.Second, "three members balanced", func() error {
 		gv := c.view()
 		if err := balanced(gv, "m1", "m2", "m3"); err != nil {
 			return err
@@ -54,7 +55,7 @@ func TestConvergeJoinLeave(t *testing.T) {
 		t.Errorf("m3 view after leave: state %q shutdown %v, want done/true", v.State, v.Shutdown)
 	}
 	c.stop("m3")
-	waitFor(t, 20*time.Second, "two members balanced after leave", func() error {
+	poll.Eventually(t, 20*time.Second, "two members balanced after leave", func() error {
 		gv := c.view()
 		if err := balanced(gv, "m1", "m2"); err != nil {
 			return err
@@ -68,7 +69,7 @@ func TestLeaderFailoverContinuesGenerations(t *testing.T) {
 	for _, id := range []string{"m1", "m2", "m3"} {
 		c.start(id)
 	}
-	waitFor(t, 20*time.Second, "balanced", func() error { return balanced(c.view(), "m1", "m2", "m3") })
+	poll.Eventually(t, 20*time.Second, "balanced", func() error { return balanced(c.view(), "m1", "m2", "m3") })
 	old, err := c.leader()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestLeaderFailoverContinuesGenerations(t *testing.T) {
 			rest = append(rest, id)
 		}
 	}
-	waitFor(t, 20*time.Second, "a new leader rebalancing the crashed leader's tasks", func() error {
+	poll.Eventually(t, 20*time.Second, "a new leader rebalancing the crashed leader's tasks", func() error {
 		l, err := c.leader()
 		if err != nil {
 			return err
@@ -100,7 +101,7 @@ func TestLeaderFailoverContinuesGenerations(t *testing.T) {
 	})
 	// The old leader comes back with its data: it rejoins as a member.
 	c.start(old)
-	waitFor(t, 20*time.Second, "balanced with the old leader back", func() error {
+	poll.Eventually(t, 20*time.Second, "balanced with the old leader back", func() error {
 		gv := c.view()
 		if err := balanced(gv, "m1", "m2", "m3"); err != nil {
 			return err
@@ -114,7 +115,7 @@ func TestSingleLeader(t *testing.T) {
 	for _, id := range []string{"m1", "m2", "m3", "m4"} {
 		c.start(id)
 	}
-	waitFor(t, 20*time.Second, "balanced", func() error { return balanced(c.view(), "m1", "m2", "m3", "m4") })
+	poll.Eventually(t, 20*time.Second, "balanced", func() error { return balanced(c.view(), "m1", "m2", "m3", "m4") })
 	leaders := 0
 	for _, m := range c.members {
 		if m.a.Leading() {
@@ -132,9 +133,9 @@ func TestMemberWithoutTasksJoins(t *testing.T) {
 	c := newCluster(t, testConfig("orders-0..1", ""))
 	c.start("m1")
 	c.start("m2")
-	waitFor(t, 20*time.Second, "balanced", func() error { return balanced(c.view(), "m1", "m2") })
+	poll.Eventually(t, 20*time.Second, "balanced", func() error { return balanced(c.view(), "m1", "m2") })
 	m3 := c.start("m3")
-	waitFor(t, 20*time.Second, "m3 a member with nothing to do", func() error {
+	poll.Eventually(t, 20*time.Second, "m3 a member with nothing to do", func() error {
 		if err := m3.a.Ready(); err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func TestMemberWithoutTasksJoins(t *testing.T) {
 func TestFencedCommitReportsTakeover(t *testing.T) {
 	c := newCluster(t, testConfig("orders-0", ""))
 	m1 := c.start("m1")
-	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
+	poll.Eventually(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := m1.a.Commit(ctx, "orders-0", api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte("1")}}}); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // BenchmarkPlannedHandoff moves tasks to a joining member and back on its
@@ -32,14 +33,14 @@ func BenchmarkPlannedHandoff(b *testing.B) {
 	c.registry = map[string]*prometheus.Registry{"m1": leaderReg}
 	c.start("m1")
 	w1 := c.startWorker("m1")
-	waitFor(b, 20*time.Second, "m1 running everything", func() error { return w1.running(c.view()) })
+	poll.Eventually(b, 20*time.Second, "m1 running everything", func() error { return w1.running(c.view()) })
 
 	var events []client.Event
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.start("m2")
 		w2 := c.startWorker("m2")
-		waitFor(b, 30*time.Second, "half the tasks on m2", func() error {
+		poll.Eventually(b, 30*time.Second, "half the tasks on m2", func() error {
 			gv := c.view()
 			if err := balanced(gv, "m1", "m2"); err != nil {
 				return err
@@ -54,7 +55,7 @@ func BenchmarkPlannedHandoff(b *testing.B) {
 			b.Fatal(err)
 		}
 		cancel()
-		waitFor(b, 30*time.Second, "everything back on m1", func() error { return w1.running(c.view()) })
+		poll.Eventually(b, 30*time.Second, "everything back on m1", func() error { return w1.running(c.view()) })
 		w2.stop()
 		ev, _ := w2.snapshot()
 		events = append(events, ev...)
@@ -98,7 +99,7 @@ func BenchmarkHTTPCommit(b *testing.B) {
 			srv := httptest.NewServer(httpapi.New(c.members["m1"].a, httpapi.Options{}).Handler())
 			defer srv.Close()
 			cl := client.New(srv.URL)
-			waitFor(b, 20*time.Second, "tasks active", func() error { return c.activeEverywhere(c.view()) })
+			poll.Eventually(b, 20*time.Second, "tasks active", func() error { return c.activeEverywhere(c.view()) })
 			puts := make([]api.KV, 100)
 			for i := range puts {
 				puts[i] = api.KV{Key: []byte(fmt.Sprintf("key-%014d", i)), Value: make([]byte, 100)}

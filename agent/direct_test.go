@@ -14,6 +14,7 @@ import (
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // The direct hand-off and its faults, one test per case docs/ARCHITECTURE.md
@@ -31,7 +32,7 @@ func directCluster(t *testing.T) *cluster {
 	c := newCluster(t, cfg)
 	c.start("m1")
 	c.start("m2")
-	waitFor(t, 20*time.Second, "m1 and m2 owning the tasks", func() error {
+	poll.Eventually(t, 20*time.Second, "m1 and m2 owning the tasks", func() error {
 		c.releaseRevoked("m1") // the moves to m2, as a worker would
 		gv := c.view()
 		if err := balanced(gv, "m1", "m2"); err != nil {
@@ -65,7 +66,7 @@ type revoke struct {
 func (c *cluster) revokedTo(target string, owners ...string) revoke {
 	c.t.Helper()
 	var rv revoke
-	waitFor(c.t, 30*time.Second, "a direct revoke to "+target, func() error {
+	poll.Eventually(c.t, 30*time.Second, "a direct revoke to "+target, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, _, as, err := group.ReadAssignment(ctx, c.kv)
@@ -174,7 +175,7 @@ func TestDirectHandoff(t *testing.T) {
 	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "m3 serving "+rv.task, func() error {
+	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task, func() error {
 		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
 			return fmt.Errorf("m3 shows %s active %v at epoch %d, want epoch %d", rv.task, ok, e, rv.next)
 		}
@@ -185,7 +186,7 @@ func TestDirectHandoff(t *testing.T) {
 	if _, err := c.members[rv.owner].a.Commit(context.Background(), rv.task, api.CommitRequest{}); !errors.Is(err, api.ErrNotOwner) {
 		t.Errorf("the old owner's commit after its release = %v, want ErrNotOwner", err)
 	}
-	waitFor(t, 10*time.Second, "the hand-off recorded", func() error {
+	poll.Eventually(t, 10*time.Second, "the hand-off recorded", func() error {
 		if owner, epoch := c.recorded(rv.task); owner != "m3" || epoch != rv.next {
 			return fmt.Errorf("%s on %s at epoch %d", rv.task, owner, epoch)
 		}
@@ -215,7 +216,7 @@ func TestDirectHandoffSuccessorDies(t *testing.T) {
 	}
 	session := c.cfg.SessionTimeout.D()
 	var owner string
-	waitFor(t, session+10*time.Second, rv.task+" served again", func() error {
+	poll.Eventually(t, session+10*time.Second, rv.task+" served again", func() error {
 		for _, id := range []string{"m1", "m2"} {
 			if e, ok := c.activeAt(id, rv.task); ok && e > rv.next {
 				owner = id
@@ -247,7 +248,7 @@ func TestDirectHandoffWithoutLeader(t *testing.T) {
 	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "m3 serving "+rv.task, func() error {
+	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task, func() error {
 		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
 			return fmt.Errorf("m3 shows %s active %v at epoch %d", rv.task, ok, e)
 		}
@@ -257,7 +258,7 @@ func TestDirectHandoffWithoutLeader(t *testing.T) {
 		t.Logf("the hand-off was recorded before the test looked (%s at %d): the leader died too late to prove anything", owner, epoch)
 	}
 	c.commits("m3", rv.task, "b", 2)
-	waitFor(t, c.cfg.SessionTimeout.D()+20*time.Second, "a new leader recording the hand-off", func() error {
+	poll.Eventually(t, c.cfg.SessionTimeout.D()+20*time.Second, "a new leader recording the hand-off", func() error {
 		if l, err := c.leader(); err != nil || l == leader {
 			return fmt.Errorf("leader %q, %v", l, err)
 		}
@@ -292,11 +293,11 @@ func TestDirectHandoffAcrossNATSRestart(t *testing.T) {
 		t.Fatalf("after a refused release %s is not active under revoke on %s any more: %+v", rv.task, rv.owner, owner.Assignment())
 	}
 	c.srv.Resume(t)
-	waitFor(t, 30*time.Second, "the release after NATS is back", func() error {
+	poll.Eventually(t, 30*time.Second, "the release after NATS is back", func() error {
 		_, err := owner.Release(context.Background(), rv.task, rv.epoch)
 		return err
 	})
-	waitFor(t, 30*time.Second, "m3 serving "+rv.task, func() error {
+	poll.Eventually(t, 30*time.Second, "m3 serving "+rv.task, func() error {
 		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
 			return fmt.Errorf("m3 shows %s active %v at epoch %d", rv.task, ok, e)
 		}
@@ -337,7 +338,7 @@ func TestDirectHandoffRevokeCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var final string
-	waitFor(t, 30*time.Second, rv.task+" on a member that stays", func() error {
+	poll.Eventually(t, 30*time.Second, rv.task+" on a member that stays", func() error {
 		c.releaseRevoked("m3") // what it owns moves away, as its worker would let it
 		owner, epoch := c.recorded(rv.task)
 		if owner == "m3" || owner == "" || epoch <= rv.epoch {
@@ -385,14 +386,14 @@ func TestDirectHandoffOwnerCrashesAfterAppend(t *testing.T) {
 	c.crash(rv.owner)
 	close(crashed)
 	<-released // the dead agent's answer no worker hears
-	waitFor(t, 10*time.Second, "m3 serving "+rv.task, func() error {
+	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task, func() error {
 		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
 			return fmt.Errorf("m3 shows %s active %v at epoch %d", rv.task, ok, e)
 		}
 		return nil
 	})
 	c.commits("m3", rv.task, "b", 1)
-	waitFor(t, 10*time.Second, "the hand-off recorded from m3's takeover", func() error {
+	poll.Eventually(t, 10*time.Second, "the hand-off recorded from m3's takeover", func() error {
 		if owner, epoch := c.recorded(rv.task); owner != "m3" || epoch != rv.next {
 			return fmt.Errorf("%s on %s at epoch %d", rv.task, owner, epoch)
 		}
@@ -400,7 +401,7 @@ func TestDirectHandoffOwnerCrashesAfterAppend(t *testing.T) {
 	})
 	// The old owner's record expires: its other tasks fail over, this one
 	// stays where the changelog put it.
-	waitFor(t, c.cfg.SessionTimeout.D()+20*time.Second, rv.owner+"'s other tasks failed over", func() error {
+	poll.Eventually(t, c.cfg.SessionTimeout.D()+20*time.Second, rv.owner+"'s other tasks failed over", func() error {
 		for _, gt := range c.view().Tasks {
 			if gt.Active == rv.owner {
 				return fmt.Errorf("%s still on %s", gt.ID, rv.owner)

@@ -19,6 +19,7 @@ import (
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // inputKey is the key of a task's i-th input item: the test's input is a
@@ -159,7 +160,7 @@ func TestPlannedHandoffUnderLoad(t *testing.T) {
 	c.registry = map[string]*prometheus.Registry{"m1": prometheus.NewRegistry(), "m2": reg}
 	c.start("m1")
 	w1 := c.startWorker("m1")
-	waitFor(t, 20*time.Second, "m1 owning everything and committing", func() error {
+	poll.Eventually(t, 20*time.Second, "m1 owning everything and committing", func() error {
 		_, acks := w1.snapshot()
 		if len(acks) < 40 {
 			return fmt.Errorf("%d commits so far", len(acks))
@@ -170,14 +171,14 @@ func TestPlannedHandoffUnderLoad(t *testing.T) {
 	// Scale up: half the tasks move to m2 through learners.
 	c.start("m2")
 	w2 := c.startWorker("m2")
-	waitFor(t, 30*time.Second, "tasks moved to m2", func() error {
+	poll.Eventually(t, 30*time.Second, "tasks moved to m2", func() error {
 		gv := c.view()
 		if err := balanced(gv, "m1", "m2"); err != nil {
 			return err
 		}
 		return c.activeEverywhere(gv)
 	})
-	waitFor(t, 10*time.Second, "m2 committing", func() error {
+	poll.Eventually(t, 10*time.Second, "m2 committing", func() error {
 		if _, acks := w2.snapshot(); len(acks) < 20 {
 			return fmt.Errorf("%d commits on m2", len(acks))
 		}
@@ -202,7 +203,7 @@ func TestPlannedHandoffUnderLoad(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("worker 2 did not exit after shutdown")
 	}
-	waitFor(t, 20*time.Second, "everything back on m1 and running in its worker", func() error {
+	poll.Eventually(t, 20*time.Second, "everything back on m1 and running in its worker", func() error {
 		gv := c.view()
 		if err := balanced(gv, "m1"); err != nil {
 			return err

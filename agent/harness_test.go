@@ -9,15 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
-	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
+	harness "github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/natstest"
 	"github.com/handoffhq/handoff/internal/sidecar"
@@ -31,8 +30,9 @@ type cluster struct {
 	group   string
 	cfg     assign.Config
 	members map[string]*member
-	kv      jetstream.KeyValue
+	kv      jetstream.KeyValue // the group's bucket, once a member has created it
 	js      jetstream.JetStream
+	grp     *harness.Group
 	// registry, if set, gives members their metrics registries.
 	registry map[string]*prometheus.Registry
 	// storeOptions and agentOptions, if set, adjust a member's options.
@@ -40,16 +40,16 @@ type cluster struct {
 	agentOptions func(id string, o *agent.Options)
 }
 
-// member is one running agent with its own NATS connection and store.
+// member is one agent of the cluster, in this process (harness.Local), with
+// a data dir that survives its restarts; a, store and sc are its current
+// run's, nil once it is stopped.
 type member struct {
-	id     string
-	dir    string
-	nc     *nats.Conn
-	store  *statestore.Store
-	a      *agent.Agent
-	sc     *sidecar.Member
-	cancel context.CancelFunc
-	done   chan error
+	id    string
+	dir   string
+	local *harness.Local
+	store *statestore.Store
+	a     *agent.Agent
+	sc    *sidecar.Member
 }
 
 func testConfig(stateful, stateless string) assign.Config {
@@ -71,6 +71,7 @@ func newCluster(t testing.TB, cfg assign.Config) *cluster {
 	srv := natstest.Start(t)
 	c := &cluster{t: t, srv: srv, group: "g", cfg: cfg, members: map[string]*member{}}
 	c.js = srv.JetStream(t)
+	c.grp = &harness.Group{JS: c.js, Name: c.group}
 	t.Cleanup(c.stopAll)
 	return c
 }
@@ -97,11 +98,6 @@ func (c *cluster) start(id string) *member {
 // a worker API: the tests that need one serve it themselves.
 func (c *cluster) run(m *member, snaps agent.SnapshotOptions) *member {
 	c.t.Helper()
-	var err error
-	m.nc, err = nats.Connect(c.srv.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		c.t.Fatalf("connect %s: %v", m.id, err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var reg prometheus.Registerer
@@ -118,22 +114,29 @@ func (c *cluster) run(m *member, snaps agent.SnapshotOptions) *member {
 	if c.storeOptions != nil {
 		sopts = c.storeOptions(m.id)
 	}
-	m.sc, err = sidecar.Open(ctx, m.nc, sidecar.Options{DataDir: m.dir, Store: sopts, Agent: aopts, Logger: c.logger(m.id)})
+	local, err := harness.OpenLocal(ctx, harness.LocalOptions{
+		NATSURL: c.srv.URL,
+		Sidecar: sidecar.Options{DataDir: m.dir, Store: sopts, Agent: aopts, Logger: c.logger(m.id)},
+	})
 	if err != nil {
-		c.t.Fatalf("open member %s: %v", m.id, err)
+		c.t.Fatal(err)
 	}
+	if err := local.Start(); err != nil {
+		local.Abort()
+		c.t.Fatal(err)
+	}
+	m.local, m.sc = local, local.Member
 	m.a, m.store = m.sc.Agent, m.sc.Store
 	if c.kv == nil {
-		if c.kv, err = c.js.KeyValue(ctx, group.BucketName(c.group)); err != nil {
-			c.t.Fatalf("open bucket: %v", err)
+		if c.kv, err = c.grp.Bucket(ctx); err != nil {
+			c.t.Fatal(err)
 		}
 	}
-	runCtx, runCancel := context.WithCancel(context.Background())
-	m.cancel = runCancel
-	m.done = make(chan error, 1)
-	go func() { m.done <- m.sc.Run(runCtx, nil) }()
 	return m
 }
+
+// stopWait bounds each wait of a member's stop or crash.
+const stopWait = 30 * time.Second
 
 // stop stops a member gracefully: its record is deleted and its lease
 // released, as a clean exit does.
@@ -143,14 +146,9 @@ func (c *cluster) stop(id string) {
 	if m == nil || m.a == nil {
 		return
 	}
-	m.cancel()
-	if err := <-m.done; err != nil {
-		c.t.Errorf("member %s Run: %v", id, err)
+	if err := m.local.Stop(stopWait); err != nil {
+		c.t.Errorf("stop member %s: %v", id, err)
 	}
-	if err := m.sc.Close(); err != nil {
-		c.t.Errorf("member %s Close: %v", id, err)
-	}
-	m.nc.Close()
 	m.a = nil
 }
 
@@ -160,10 +158,10 @@ func (c *cluster) stop(id string) {
 func (c *cluster) crash(id string) {
 	c.t.Helper()
 	m := c.members[id]
-	m.nc.Close()
-	m.cancel()
-	<-m.done
-	_ = m.sc.Crash()
+	if err := m.local.Halt(false, stopWait); err != nil {
+		c.t.Errorf("crash member %s: %v", id, err)
+	}
+	_ = m.local.Close(false)
 	m.a = nil
 }
 
@@ -183,29 +181,12 @@ func (c *cluster) view() api.GroupView {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	gv, err := group.ReadGroup(ctx, c.kv, c.group, nil)
+	gv, err := c.grp.Read(ctx)
 	if err != nil {
 		c.t.Fatalf("read group: %v", err)
 	}
 	return gv
 }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		waitABit()
-	}
-	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-}
-
-// waitABit paces condition polls.
-func waitABit() { <-time.After(20 * time.Millisecond) }
 
 // balanced checks that every task is active on one of members, each
 // member's ready count is within one of the others', stateful and stateless

@@ -12,6 +12,7 @@ import (
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // The queries' cases, one test each as docs/ARCHITECTURE.md ("Queries:
@@ -55,7 +56,7 @@ func queryCluster(t *testing.T, standbys int) *cluster {
 	c := newCluster(t, cfg)
 	c.start("m1")
 	c.start("m2")
-	waitFor(t, 20*time.Second, "m1 and m2 owning the tasks", func() error {
+	poll.Eventually(t, 20*time.Second, "m1 and m2 owning the tasks", func() error {
 		c.releaseRevoked("m1")
 		gv := c.view()
 		if err := balanced(gv, "m1", "m2"); err != nil {
@@ -176,7 +177,7 @@ func TestQueryStandbyAfterOwnerCrash(t *testing.T) {
 	}
 	last := c.commits(owner, task, "k", 2)
 	standby := pickOther(owner, "m1", "m2")
-	waitFor(t, 10*time.Second, "the standby's copy current", func() error {
+	poll.Eventually(t, 10*time.Second, "the standby's copy current", func() error {
 		_, err := c.get(standby, task, "k1", api.Bound{MinSeq: last}, 100*time.Millisecond)
 		return err
 	})
@@ -230,7 +231,7 @@ func TestQueryThroughDirectHandoff(t *testing.T) {
 	if err := <-released; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "m3 serving "+rv.task, func() error {
+	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task, func() error {
 		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
 			return fmt.Errorf("m3 shows %s active %v at epoch %d", rv.task, ok, e)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // TestStandbyTailsAcrossNATSRestarts: a standby's tailing restore starts
@@ -20,7 +21,7 @@ func TestStandbyTailsAcrossNATSRestarts(t *testing.T) {
 	cfg.Standbys = 1
 	c := newCluster(t, cfg)
 	m1 := c.start("m1")
-	waitFor(t, 20*time.Second, "s0 active on m1", func() error { return c.activeEverywhere(c.view()) })
+	poll.Eventually(t, 20*time.Second, "s0 active on m1", func() error { return c.activeEverywhere(c.view()) })
 	m2 := c.start("m2")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -30,7 +31,7 @@ func TestStandbyTailsAcrossNATSRestarts(t *testing.T) {
 	commit := func() {
 		t.Helper()
 		key := fmt.Sprintf("k%d", committed)
-		waitFor(t, 30*time.Second, "a commit of "+key, func() error {
+		poll.Eventually(t, 30*time.Second, "a commit of "+key, func() error {
 			res, err := m1.a.Commit(ctx, "s0", api.CommitRequest{
 				Puts: []api.KV{{Key: []byte(key), Value: []byte("v")}}, Checkpoint: []byte(key)})
 			if errors.Is(err, api.ErrResume) {
@@ -53,7 +54,7 @@ func TestStandbyTailsAcrossNATSRestarts(t *testing.T) {
 	}
 	caughtUp := func(what string) {
 		t.Helper()
-		waitFor(t, 30*time.Second, what, func() error {
+		poll.Eventually(t, 30*time.Second, what, func() error {
 			meta, ok, err := m2.store.Meta("s0")
 			if err != nil || !ok || meta.Applied < last {
 				return fmt.Errorf("m2's copy of s0 at %d (%v, %v), the owner at %d", meta.Applied, ok, err, last)

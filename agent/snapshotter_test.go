@@ -16,6 +16,7 @@ import (
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/internal/poll"
 	"github.com/handoffhq/handoff/snapshot"
 	"github.com/handoffhq/handoff/statestore"
 )
@@ -102,7 +103,7 @@ func TestSnapshotsTrimAndTheNextOwnerLoadsOne(t *testing.T) {
 	m1 := c.startSnapshotting("m1", opts)
 	w1 := c.startWorker("m1")
 	firstSeq := uint64(0)
-	waitFor(t, 20*time.Second, "two snapshots of s0 and a trimmed changelog", func() error {
+	poll.Eventually(t, 20*time.Second, "two snapshots of s0 and a trimmed changelog", func() error {
 		snaps := c.snapshotsOf("s0")
 		if len(snaps) == 0 || snaps[0].Keys == 0 {
 			return fmt.Errorf("snapshots %v", snaps)
@@ -149,7 +150,7 @@ func TestSnapshotsTrimAndTheNextOwnerLoadsOne(t *testing.T) {
 	}
 	w1.stop()
 	var m2snap uint64
-	waitFor(t, 30*time.Second, "s0 on m2, committing and snapshotted by m2", func() error {
+	poll.Eventually(t, 30*time.Second, "s0 on m2, committing and snapshotted by m2", func() error {
 		gv := c.view()
 		if gv.Tasks[0].Active != "m2" {
 			return fmt.Errorf("s0 on %q", gv.Tasks[0].Active)
@@ -189,7 +190,7 @@ func TestSnapshotOnlyByTheActiveOwner(t *testing.T) {
 	if n := m1.a.SnapshotDue(ctx); n != 0 {
 		t.Errorf("SnapshotDue with nothing committed = %d, want 0", n)
 	}
-	waitFor(t, 20*time.Second, "s0 active on m1", func() error {
+	poll.Eventually(t, 20*time.Second, "s0 active on m1", func() error {
 		for _, tv := range m1.a.Assignment().Tasks {
 			if tv.ID == "s0" && tv.Role == api.RoleActive {
 				return nil
@@ -202,7 +203,7 @@ func TestSnapshotOnlyByTheActiveOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	m2 := c.startSnapshotting("m2", off)
-	waitFor(t, 20*time.Second, "a current standby copy of s0 on m2", func() error {
+	poll.Eventually(t, 20*time.Second, "a current standby copy of s0 on m2", func() error {
 		for _, tv := range m2.a.Assignment().Tasks {
 			if tv.ID == "s0" && tv.Role == api.RoleStandby && tv.Lag == 0 {
 				if m, ok, err := m2.store.Meta("s0"); err != nil || !ok || m.Applied == 0 {

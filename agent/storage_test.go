@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/internal/logtest"
+	"github.com/handoffhq/handoff/internal/poll"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,7 +48,7 @@ func startOnDisk(t *testing.T) *diskMember {
 		return statestore.Options{FS: d.fs, MinFree: 64 << 20}
 	}
 	d.m1 = d.c.start("m1")
-	waitFor(t, 20*time.Second, "orders-0 active", func() error { return d.c.activeEverywhere(d.c.view()) })
+	poll.Eventually(t, 20*time.Second, "orders-0 active", func() error { return d.c.activeEverywhere(d.c.view()) })
 	return d
 }
 
@@ -55,7 +56,7 @@ func startOnDisk(t *testing.T) *diskMember {
 func (d *diskMember) fill(t *testing.T) {
 	t.Helper()
 	d.fs.TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 1 << 20, TotalBytes: 1 << 31})
-	waitFor(t, 10*time.Second, "readiness to report the full disk", func() error {
+	poll.Eventually(t, 10*time.Second, "readiness to report the full disk", func() error {
 		if err := d.m1.a.Ready(); !errors.Is(err, statestore.ErrFull) {
 			return fmt.Errorf("Ready() = %v, want ErrFull", err)
 		}
@@ -76,7 +77,7 @@ func TestCommitOnFullDiskRefusedThenResumes(t *testing.T) {
 	c, m1 := d.c, d.m1
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	waitFor(t, 10*time.Second, "a first commit", func() error {
+	poll.Eventually(t, 10*time.Second, "a first commit", func() error {
 		_, err := m1.a.Commit(ctx, "orders-0", putReq("1"))
 		return err
 	})
@@ -101,7 +102,7 @@ func TestCommitOnFullDiskRefusedThenResumes(t *testing.T) {
 	}
 
 	d.free()
-	waitFor(t, 10*time.Second, "commits to resume", func() error {
+	poll.Eventually(t, 10*time.Second, "commits to resume", func() error {
 		_, err := m1.a.Commit(ctx, "orders-0", putReq("ok"))
 		return err
 	})
@@ -133,7 +134,7 @@ func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
 	if _, err := group.UpdateConfig(ctx, c.kv, cfg, rev); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "orders-1 assigned to m1, and m1 applying it", func() error {
+	poll.Eventually(t, 10*time.Second, "orders-1 assigned to m1, and m1 applying it", func() error {
 		for _, tv := range m1.a.Assignment().Tasks {
 			if tv.ID == "orders-1" {
 				return nil // shown as a learner while it becomes active
@@ -148,7 +149,7 @@ func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
 	}
 
 	d.free()
-	waitFor(t, 10*time.Second, "orders-1 to take commits", func() error {
+	poll.Eventually(t, 10*time.Second, "orders-1 to take commits", func() error {
 		_, err := m1.a.Commit(ctx, "orders-1", putReq("ok"))
 		return err
 	})
@@ -160,7 +161,7 @@ func TestCommitWhileActivatingOnFullDisk(t *testing.T) {
 func loseOrders0(ctx context.Context, t *testing.T, c *cluster, end func(string)) {
 	t.Helper()
 	m1 := c.start("m1")
-	waitFor(t, 20*time.Second, "orders-0 active on m1", func() error { return c.activeEverywhere(c.view()) })
+	poll.Eventually(t, 20*time.Second, "orders-0 active on m1", func() error { return c.activeEverywhere(c.view()) })
 	for i := range 5 {
 		if _, err := m1.a.Commit(ctx, "orders-0", putReq(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
@@ -196,7 +197,7 @@ func TestPurgedChangelogRefusesActivation(t *testing.T) {
 	loseOrders0(ctx, t, c, c.crash)
 
 	m2 := c.start("m2")
-	waitFor(t, 30*time.Second, "the refused activation to be counted", func() error {
+	poll.Eventually(t, 30*time.Second, "the refused activation to be counted", func() error {
 		if n := counterValue(t, c.registry["m2"], "handoff_restore_refused_total"); n != 1 {
 			return fmt.Errorf("handoff_restore_refused_total = %v", n)
 		}
@@ -213,7 +214,7 @@ func TestPurgedChangelogRefusesActivation(t *testing.T) {
 	accept = true
 	c.registry["m2"] = prometheus.NewRegistry()
 	m2 = c.start("m2")
-	waitFor(t, 30*time.Second, "orders-0 to start empty once its loss is accepted", func() error {
+	poll.Eventually(t, 30*time.Second, "orders-0 to start empty once its loss is accepted", func() error {
 		_, err := m2.a.Commit(ctx, "orders-0", putReq("after"))
 		return err
 	})
@@ -235,7 +236,7 @@ func TestPurgedChangelogRefusesTaskThatNeverMoved(t *testing.T) {
 
 	c.registry["m1"] = prometheus.NewRegistry()
 	m1 := c.start("m1")
-	waitFor(t, 30*time.Second, "the refused activation to be counted", func() error {
+	poll.Eventually(t, 30*time.Second, "the refused activation to be counted", func() error {
 		if n := counterValue(t, c.registry["m1"], "handoff_restore_refused_total"); n != 1 {
 			return fmt.Errorf("handoff_restore_refused_total = %v", n)
 		}
@@ -267,7 +268,7 @@ func TestCorruptStoreRebuiltFromChangelog(t *testing.T) {
 	c := newCluster(t, testConfig("orders-0", ""))
 	c.registry = map[string]*prometheus.Registry{"m1": prometheus.NewRegistry()}
 	m1 := c.start("m1")
-	waitFor(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
+	poll.Eventually(t, 20*time.Second, "orders-0 active", func() error { return c.activeEverywhere(c.view()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := range 5 {
@@ -299,7 +300,7 @@ func TestCorruptStoreRebuiltFromChangelog(t *testing.T) {
 	if aside, _ := filepath.Glob(filepath.Join(m1.dir, "state.corrupt-*")); len(aside) != 1 {
 		t.Fatalf("moved-aside stores: %v, want one", aside)
 	}
-	waitFor(t, 20*time.Second, "orders-0 restored", func() error {
+	poll.Eventually(t, 20*time.Second, "orders-0 restored", func() error {
 		v, err := m1.a.Get("orders-0", []byte("k"))
 		if err != nil || string(v) != "4" {
 			return fmt.Errorf("k = %q, %v; want the last commit's 4", v, err)

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/handoffhq/handoff/agent"
-	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
+	harness "github.com/handoffhq/handoff/internal/cluster"
+	"github.com/handoffhq/handoff/internal/poll"
 	"github.com/handoffhq/handoff/internal/sidecar"
 )
 
@@ -63,41 +62,35 @@ func memberWorker(c *cluster, member string) (string, *time.Time) {
 // worker that polls again is attached again and can commit again.
 func TestWorkerWatch(t *testing.T) {
 	c := newCluster(t, testConfig("w-0..1", ""))
-	nc, err := nats.Connect(c.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sc, err := sidecar.Open(ctx, nc, sidecar.Options{
-		DataDir: filepath.Join(t.TempDir(), "m1"),
-		Agent: agent.Options{Group: c.group, MemberID: "m1", Config: c.cfg, Logger: c.logger("m1"),
-			RequireWorker: true, WorkerTimeout: 1500 * time.Millisecond},
-		Listen: "127.0.0.1:0",
-		Logger: c.logger("m1"),
+	m, err := harness.OpenLocal(ctx, harness.LocalOptions{
+		NATSURL: c.srv.URL,
+		Sidecar: sidecar.Options{
+			DataDir: filepath.Join(t.TempDir(), "m1"),
+			Agent: agent.Options{Group: c.group, MemberID: "m1", Config: c.cfg, Logger: c.logger("m1"),
+				RequireWorker: true, WorkerTimeout: 1500 * time.Millisecond},
+			Listen: "127.0.0.1:0",
+			Logger: c.logger("m1"),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stopRun := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- sc.Run(runCtx, nil) }()
-	defer func() {
-		stopRun()
-		if err := <-ran; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		if err := sc.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	}()
-	if c.kv, err = c.js.KeyValue(ctx, group.BucketName(c.group)); err != nil {
+	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cl := client.New("http://" + sc.Addr.String())
+	defer func() {
+		if err := m.Stop(stopWait); err != nil {
+			t.Errorf("stop m1: %v", err)
+		}
+	}()
+	if c.kv, err = c.grp.Bucket(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := m.Client()
 
-	waitFor(t, 10*time.Second, "m1's worker detached before any poll", func() error {
+	poll.Eventually(t, 10*time.Second, "m1's worker detached before any poll", func() error {
 		if w, _ := memberWorker(c, "m1"); w != api.WorkerDetached {
 			return fmt.Errorf("worker %q", w)
 		}
@@ -120,7 +113,7 @@ func TestWorkerWatch(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, 10*time.Second, "m1's worker attached and both tasks active", func() error {
+	poll.Eventually(t, 10*time.Second, "m1's worker attached and both tasks active", func() error {
 		if w, _ := memberWorker(c, "m1"); w != api.WorkerAttached {
 			return fmt.Errorf("worker %q", w)
 		}
@@ -137,7 +130,7 @@ func TestWorkerWatch(t *testing.T) {
 		t.Fatalf("commit with the worker attached: %v", err)
 	}
 	w.stop()
-	waitFor(t, 10*time.Second, "m1's worker lost", func() error {
+	poll.Eventually(t, 10*time.Second, "m1's worker lost", func() error {
 		if w, since := memberWorker(c, "m1"); w != api.WorkerLost || since == nil {
 			return fmt.Errorf("worker %q since %v", w, since)
 		}
@@ -154,7 +147,7 @@ func TestWorkerWatch(t *testing.T) {
 
 	w = startPoller(cl)
 	defer w.stop()
-	waitFor(t, 10*time.Second, "m1's worker attached again with both tasks active", func() error {
+	poll.Eventually(t, 10*time.Second, "m1's worker attached again with both tasks active", func() error {
 		if w, _ := memberWorker(c, "m1"); w != api.WorkerAttached {
 			return fmt.Errorf("worker %q", w)
 		}

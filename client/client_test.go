@@ -14,15 +14,16 @@ import (
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 )
 
 func TestClientCalls(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeAgent()
-	f.setTask("t1", api.RoleActive, 2, "cp")
-	f.setTask("t2", api.RoleLearner, 1, "")
-	f.setTask("t3", api.RoleActive, 4, "")
-	f.revoke("t3")
+	f := httpapitest.New()
+	f.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 2, Checkpoint: "cp"})
+	f.Set("t2", httpapitest.Task{Role: api.RoleLearner, Epoch: 1})
+	f.Set("t3", httpapitest.Task{Role: api.RoleActive, Epoch: 4})
+	f.Revoke("t3")
 	c := New(serveFake(t, f, httpapi.Options{}).URL + "/")
 
 	tests := []struct {
@@ -69,19 +70,17 @@ func TestClientCalls(t *testing.T) {
 			st, err := c.Leave(ctx)
 			return st.State, err
 		}, want: api.StateLeaving},
-		{name: "leave status", call: func() (any, error) {
+		{name: "leave status", call: func() (any, error) { // the leave above is under way
 			st, err := c.LeaveStatus(ctx)
 			return st.State, err
-		}, want: api.StateMember},
+		}, want: api.StateLeaving},
 		{name: "group", call: func() (any, error) {
 			g, err := c.Group(ctx)
 			return g.Group, err
 		}, want: "demo"},
 		{name: "ready", call: func() (any, error) { return nil, c.Ready(ctx) }},
 		{name: "not ready", call: func() (any, error) {
-			f.mu.Lock()
-			f.ready = errors.New("joining")
-			f.mu.Unlock()
+			f.SetReady(errors.New("joining"))
 			return nil, c.Ready(ctx)
 		}, wantErr: []error{ErrUnavailable, api.ErrUnavailable}},
 	}
@@ -123,7 +122,7 @@ func TestErrorIsOnlyItsCode(t *testing.T) {
 }
 
 func TestToken(t *testing.T) {
-	f := newFakeAgent()
+	f := httpapitest.New()
 	srv := serveFake(t, f, httpapi.Options{Token: "s3cret"})
 	if _, err := New(srv.URL).Assignment(context.Background(), 0, 0); !isCode(err, api.CodeUnauthorized) {
 		t.Errorf("without token: err = %v, want unauthorized", err)
@@ -135,8 +134,8 @@ func TestToken(t *testing.T) {
 
 func TestBinaryKeysRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeAgent()
-	f.setTask("t1", api.RoleActive, 1, "")
+	f := httpapitest.New()
+	f.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	c := New(serveFake(t, f, httpapi.Options{}).URL)
 	keys := [][]byte{{0x00, 0xff}, []byte("a/b"), []byte(".."), []byte("."), []byte("%"), []byte("?x#y"), []byte(" +"), []byte("é"), {'\n'}}
 	for i, k := range keys {
@@ -157,8 +156,8 @@ func TestBinaryKeysRoundTrip(t *testing.T) {
 
 func TestScanPages(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeAgent()
-	f.setTask("t1", api.RoleActive, 1, "")
+	f := httpapitest.New()
+	f.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	var puts []api.KV
 	for i := range 10 {
 		puts = append(puts, api.KV{Key: fmt.Appendf(nil, "k%02d", i), Value: []byte("v")})
@@ -195,7 +194,7 @@ func TestScanPages(t *testing.T) {
 }
 
 func TestAssignmentLongPoll(t *testing.T) {
-	f := newFakeAgent()
+	f := httpapitest.New()
 	c := New(serveFake(t, f, httpapi.Options{}).URL)
 	v, err := c.Assignment(context.Background(), 0, 0)
 	if err != nil {
@@ -209,7 +208,7 @@ func TestAssignmentLongPoll(t *testing.T) {
 		}
 		got <- nv
 	}()
-	f.setTask("t1", api.RoleActive, 1, "")
+	f.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	select {
 	case nv := <-got:
 		if nv.Version <= v.Version {
@@ -221,8 +220,8 @@ func TestAssignmentLongPoll(t *testing.T) {
 }
 
 func TestConnectionsAreReused(t *testing.T) {
-	f := newFakeAgent()
-	f.setTask("t1", api.RoleActive, 1, "")
+	f := httpapitest.New()
+	f.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	srv := httptest.NewUnstartedServer(httpapi.New(f, httpapi.Options{}).Handler())
 	var conns atomic.Int32
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -265,8 +264,8 @@ func FuzzGetKey(f *testing.F) {
 	for _, s := range []string{"a", "\x00\xff", "a/b", "..", "%2F", "?#", " +", "é"} {
 		f.Add([]byte(s))
 	}
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 1, "")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	srv := httptest.NewServer(httpapi.New(agent, httpapi.Options{}).Handler())
 	defer srv.Close()
 	c := New(srv.URL)
@@ -274,9 +273,7 @@ func FuzzGetKey(f *testing.F) {
 		if len(key) == 0 || len(key) > httpapi.DefaultMaxKeyBytes {
 			return
 		}
-		agent.mu.Lock()
-		agent.tasks["t1"].data = map[string][]byte{string(key): key}
-		agent.mu.Unlock()
+		agent.SetValue("t1", string(key), string(key))
 		got, err := c.Get(context.Background(), "t1", key)
 		if err != nil || !bytes.Equal(got, key) {
 			t.Fatalf("Get(%q) = %q, %v; want the key's own value", key, got, err)

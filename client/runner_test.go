@@ -13,12 +13,13 @@ import (
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 )
 
 // harness runs Run against a fake agent over HTTP and collects its events.
 type harness struct {
 	t      *testing.T
-	agent  *fakeAgent
+	agent  *httpapitest.Backend
 	client *Client
 	events chan Event
 	done   chan struct{} // closed when Run returned
@@ -26,7 +27,7 @@ type harness struct {
 	cancel context.CancelFunc
 }
 
-func startRun(t *testing.T, agent *fakeAgent, fn TaskFunc, wrap func(http.Handler) http.Handler) *harness {
+func startRun(t *testing.T, agent *httpapitest.Backend, fn TaskFunc, wrap func(http.Handler) http.Handler) *harness {
 	t.Helper()
 	var h http.Handler = httpapi.New(agent, httpapi.Options{}).Handler()
 	if wrap != nil {
@@ -105,9 +106,9 @@ func finalCommit(ctx context.Context, t Task) error {
 }
 
 func TestRunStartsActiveTasksOnly(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 3, "cp1")
-	agent.setTask("t2", api.RoleLearner, 1, "")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 3, Checkpoint: "cp1"})
+	agent.Set("t2", httpapitest.Task{Role: api.RoleLearner, Epoch: 1})
 	started := make(chan Task, 10)
 	h := startRun(t, agent, func(ctx context.Context, t Task) error {
 		started <- t
@@ -121,7 +122,7 @@ func TestRunStartsActiveTasksOnly(t *testing.T) {
 	if got := <-started; got.ID != "t1" || got.Epoch != 3 || string(got.Checkpoint) != "cp1" || !got.Stateful || got.Client == nil {
 		t.Errorf("fn got %+v, want t1 at epoch 3 from cp1 with a client", got)
 	}
-	agent.setTask("t2", api.RoleActive, 2, "cp2") // promoted
+	agent.Set("t2", httpapitest.Task{Role: api.RoleActive, Epoch: 2, Checkpoint: "cp2"}) // promoted
 	h.expect("t2", EventStart)
 	if got := <-started; got.ID != "t2" || got.Epoch != 2 {
 		t.Errorf("fn got %+v, want t2 at epoch 2", got)
@@ -129,11 +130,11 @@ func TestRunStartsActiveTasksOnly(t *testing.T) {
 }
 
 func TestRunRevokeCommitsThenReleases(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 3, "cp1")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 3, Checkpoint: "cp1"})
 	h := startRun(t, agent, finalCommit, nil)
 	h.expect("t1", EventStart)
-	agent.revoke("t1")
+	agent.Revoke("t1")
 	evs := h.expect("t1", EventStop, EventRelease)
 	if string(evs[0].Checkpoint) != "final-3" || evs[0].Seq != 1 {
 		t.Errorf("stop event = %+v, want the final commit's checkpoint final-3 and seq 1", evs[0])
@@ -141,19 +142,19 @@ func TestRunRevokeCommitsThenReleases(t *testing.T) {
 	if evs[1].Seq != 1 || evs[1].Epoch != 3 {
 		t.Errorf("release event = %+v, want seq 1 epoch 3", evs[1])
 	}
-	if got, want := agent.opLog(), []string{"commit t1 final-3", "release t1"}; !slices.Equal(got, want) {
+	if got, want := agent.Ops(), []string{"commit t1 final-3", "release t1"}; !slices.Equal(got, want) {
 		t.Errorf("agent saw %q, want %q", got, want)
 	}
 }
 
 func TestRunShutdown(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 1, "")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	h := startRun(t, agent, finalCommit, nil)
 	h.expect("t1", EventStart)
-	agent.revoke("t1")
+	agent.Revoke("t1")
 	h.expect("t1", EventStop, EventRelease)
-	agent.setShutdown()
+	agent.Shutdown()
 	h.expect("", EventShutdown)
 	if err := h.wait(); err != nil {
 		t.Errorf("Run = %v, want nil on shutdown", err)
@@ -161,9 +162,9 @@ func TestRunShutdown(t *testing.T) {
 }
 
 func TestRunReturnsWhenDone(t *testing.T) {
-	agent := newFakeAgent()
+	agent := httpapitest.New()
 	h := startRun(t, agent, finalCommit, nil)
-	agent.change(func() { agent.done = true })
+	agent.SetState(api.StateDone)
 	h.expect("", EventShutdown)
 	if err := h.wait(); err != nil {
 		t.Errorf("Run = %v, want nil once the member is done", err)
@@ -171,8 +172,8 @@ func TestRunReturnsWhenDone(t *testing.T) {
 }
 
 func TestRunRestartsFailedTaskFromLatestCheckpoint(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 1, "cp1")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1, Checkpoint: "cp1"})
 	var calls atomic.Int32
 	checkpoints := make(chan string, 10)
 	h := startRun(t, agent, func(ctx context.Context, t Task) error {
@@ -199,9 +200,9 @@ func TestRunRestartsFailedTaskFromLatestCheckpoint(t *testing.T) {
 }
 
 func TestRunLeavesRefusedTaskAlone(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 1, "")
-	agent.setFail("Commit", fmt.Errorf("task t1 is owned by m2 now: %w", api.ErrNotOwner))
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
+	agent.Fail("Commit", fmt.Errorf("task t1 is owned by m2 now: %w", api.ErrNotOwner))
 	var calls atomic.Int32
 	h := startRun(t, agent, func(ctx context.Context, t Task) error {
 		calls.Add(1)
@@ -212,37 +213,37 @@ func TestRunLeavesRefusedTaskAlone(t *testing.T) {
 	if ev := h.expect("t1", EventRefused)[0]; ev.Code != api.CodeNotOwner {
 		t.Errorf("refused event = %+v, want code not_owner", ev)
 	}
-	agent.remove("t1")
-	agent.setTask("t2", api.RoleActive, 1, "")
+	agent.Remove("t1")
+	agent.Set("t2", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	h.expect("t2", EventStart) // t1 got no stop, release or restart in between
 	if n := calls.Load(); n != 2 {
 		t.Errorf("fn called %d times, want once per task", n)
 	}
-	if ops := agent.opLog(); len(ops) != 0 {
+	if ops := agent.Ops(); len(ops) != 0 {
 		t.Errorf("agent saw %q, want no release", ops)
 	}
 }
 
 func TestRunRestartsOnEpochChange(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 1, "")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	h := startRun(t, agent, finalCommit, nil)
 	h.expect("t1", EventStart)
-	agent.setEpoch("t1", 2)
+	agent.SetEpoch("t1", 2)
 	evs := h.expect("t1", EventStop, EventStart)
 	if evs[0].Epoch != 1 || evs[1].Epoch != 2 {
 		t.Errorf("events %+v, want stop at epoch 1 then start at epoch 2", evs)
 	}
 	// The final commit of epoch 1 was refused (stale epoch); nothing released.
-	if ops := agent.opLog(); len(ops) != 0 {
+	if ops := agent.Ops(); len(ops) != 0 {
 		t.Errorf("agent saw %q, want nothing (no release, stale commit refused)", ops)
 	}
 }
 
 func TestRunStopsTaskThatDisappears(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 1, "")
-	agent.setTask("t2", api.RoleActive, 1, "")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
+	agent.Set("t2", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	h := startRun(t, agent, func(ctx context.Context, _ Task) error {
 		<-ctx.Done()
 		return context.Cause(ctx)
@@ -250,16 +251,16 @@ func TestRunStopsTaskThatDisappears(t *testing.T) {
 	if a, b := h.next(), h.next(); a.Type != EventStart || b.Type != EventStart || a.Task == b.Task {
 		t.Fatalf("events %+v, %+v; want t1 and t2 to start", a, b)
 	}
-	agent.remove("t1")
+	agent.Remove("t1")
 	h.expect("t1", EventStop)
-	agent.setShutdown()
+	agent.Shutdown()
 	h.expect("t2", EventStop) // stopped at shutdown; not revoked: the release is refused, no release event
 	h.expect("", EventShutdown)
 }
 
 func TestRunStopsTasksWhenContextEnds(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 1, "")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	h := startRun(t, agent, finalCommit, nil)
 	h.expect("t1", EventStart)
 	h.cancel()
@@ -269,14 +270,14 @@ func TestRunStopsTasksWhenContextEnds(t *testing.T) {
 	if ev := h.expect("t1", EventStop)[0]; string(ev.Checkpoint) != "final-1" {
 		t.Errorf("stop event = %+v, want the final commit made after the stop", ev)
 	}
-	if got, want := agent.opLog(), []string{"commit t1 final-1"}; !slices.Equal(got, want) {
+	if got, want := agent.Ops(), []string{"commit t1 final-1"}; !slices.Equal(got, want) {
 		t.Errorf("agent saw %q, want %q (no release of a task that was not revoked)", got, want)
 	}
 }
 
 func TestRunRetriesUnreachableAgent(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 1, "")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	var fails atomic.Int32
 	flaky := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -333,9 +334,9 @@ func TestTaskContextOutlivesStopOnly(t *testing.T) {
 // TestRunReleasesRevokedTaskItNeverRan: a task revoked before the worker
 // first saw it active is released at once, with no start.
 func TestRunReleasesRevokedTaskItNeverRan(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 4, "cp")
-	agent.revoke("t1")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 4, Checkpoint: "cp"})
+	agent.Revoke("t1")
 	started := make(chan struct{}, 1)
 	h := startRun(t, agent, func(ctx context.Context, t Task) error {
 		started <- struct{}{}
@@ -346,7 +347,7 @@ func TestRunReleasesRevokedTaskItNeverRan(t *testing.T) {
 	if ev.Epoch != 4 {
 		t.Errorf("release event = %+v, want epoch 4", ev)
 	}
-	if got, want := agent.opLog(), []string{"release t1"}; !slices.Equal(got, want) {
+	if got, want := agent.Ops(), []string{"release t1"}; !slices.Equal(got, want) {
 		t.Errorf("agent saw %q, want %q", got, want)
 	}
 	select {
@@ -361,8 +362,8 @@ func TestRunReleasesRevokedTaskItNeverRan(t *testing.T) {
 // its final commit restarts after that commit, not from the checkpoint in
 // the (older) view that gave it back.
 func TestRunRestartAtSameEpochResumesAfterTheLastCommit(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 2, "c0")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 2, Checkpoint: "c0"})
 	stopping := make(chan struct{})
 	proceed := make(chan struct{})
 	starts := make(chan Task, 2)
@@ -380,9 +381,9 @@ func TestRunRestartAtSameEpochResumesAfterTheLastCommit(t *testing.T) {
 	}, nil)
 	h.expect("t1", EventStart)
 	<-starts
-	agent.remove("t1")
+	agent.Remove("t1")
 	<-stopping
-	agent.setTask("t1", api.RoleActive, 2, "c0") // the view still says c0
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 2, Checkpoint: "c0"}) // the view still says c0
 	close(proceed)
 	h.expect("t1", EventStop, EventStart)
 	if got := <-starts; string(got.Checkpoint) != "c1" {
@@ -395,8 +396,8 @@ func TestRunRestartAtSameEpochResumesAfterTheLastCommit(t *testing.T) {
 // view's checkpoint (which holds that commit), not from its last
 // acknowledged one.
 func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 2, "c0")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 2, Checkpoint: "c0"})
 	starts := make(chan Task, 2)
 	lost := make(chan error, 1)
 	h := startRun(t, agent, func(ctx context.Context, tk Task) error {
@@ -408,9 +409,9 @@ func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
 		if _, err := tk.Commit(ctx, nil, nil, []byte("c1")); err != nil {
 			return err
 		}
-		agent.setFail("CommitAck", api.ErrUnavailable)
+		agent.Fail("CommitAck", api.ErrUnavailable)
 		_, err := tk.Commit(ctx, nil, nil, []byte("c2"))
-		agent.setFail("CommitAck", nil)
+		agent.Fail("CommitAck", nil)
 		lost <- err
 		<-ctx.Done()
 		return nil
@@ -420,9 +421,9 @@ func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
 	if err := <-lost; err == nil {
 		t.Fatal("the commit whose acknowledgement was lost succeeded")
 	}
-	agent.remove("t1")
+	agent.Remove("t1")
 	h.expect("t1", EventStop)
-	agent.setTaskAt("t1", api.RoleActive, 2, "c2", 2) // the agent caught up with c2
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 2, Checkpoint: "c2", Seq: 2}) // the agent caught up with c2
 	h.expect("t1", EventStart)
 	if got := <-starts; string(got.Checkpoint) != "c2" {
 		t.Errorf("restarted from %q, want c2: the view's copy holds the unacknowledged commit", got.Checkpoint)
@@ -437,8 +438,8 @@ func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
 // meanwhile, so that only the restart's read of the checkpoint can see the
 // reactivation.
 func TestRunRestartWaitsForAReactivation(t *testing.T) {
-	agent := newFakeAgent()
-	agent.setTask("t1", api.RoleActive, 1, "cp1")
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1, Checkpoint: "cp1"})
 	var holding atomic.Bool
 	release := make(chan struct{})
 	read := make(chan struct{}, 10) // a read of the checkpoint was answered
@@ -475,17 +476,17 @@ func TestRunRestartWaitsForAReactivation(t *testing.T) {
 			return err
 		}
 		holding.Store(true)
-		agent.setFail("CommitAck", api.ErrResume) // the agent replays cp3's commit
+		agent.Fail("CommitAck", api.ErrResume) // the agent replays cp3's commit
 		_, err := tk.Commit(ctx, nil, nil, []byte("cp3"))
-		agent.setFail("CommitAck", nil)
-		agent.setRole("t1", api.RoleLearner) // shown as learner until replayed
+		agent.Fail("CommitAck", nil)
+		agent.SetRole("t1", api.RoleLearner) // shown as learner until replayed
 		return fmt.Errorf("commit refused: %w", err)
 	}, wrap)
 	if ev := h.expect("t1", EventStart, EventRestart)[1]; !errors.Is(ev.Err, ErrResume) || ev.Backoff != 0 {
 		t.Errorf("restart event %+v, want the resume error and no backoff", ev)
 	}
 	<-read
-	agent.setRole("t1", api.RoleActive)
+	agent.SetRole("t1", api.RoleActive)
 	holding.Store(false)
 	close(release)
 	for {

@@ -21,6 +21,7 @@ import (
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 )
 
 // TestCounterCountsAcrossHandoff runs Run against a real in-process
@@ -72,9 +73,9 @@ func testCountsAcrossHandoff(t *testing.T, noCache bool) {
 	last := publish("t1", 25)
 	publish("t2", 3)
 
-	agent := newSidecar()
-	agent.set("t1", api.RoleActive, 1)
-	agent.set("t2", api.RoleLearner, 1)
+	agent := httpapitest.New()
+	agent.Move("t1", api.RoleActive, 1)
+	agent.Move("t2", api.RoleLearner, 1)
 	srv := httptest.NewServer(httpapi.New(agent, httpapi.Options{}).Handler())
 	defer srv.Close()
 
@@ -101,20 +102,20 @@ func testCountsAcrossHandoff(t *testing.T, noCache bool) {
 		})
 	}()
 
-	agent.waitFor(t, "t1 counted up to its last message", func() bool { return agent.checkpoint("t1") == last })
-	agent.checkCounts(t, "t1", want)
+	waitFor(t, agent, "t1 counted up to its last message", func() bool { return checkpointOf(agent, "t1") == last })
+	checkCounts(t, agent, "t1", want)
 
-	agent.revoke("t1")
-	agent.waitFor(t, "t1 released", func() bool { return agent.isReleased("t1") })
+	agent.Revoke("t1")
+	waitFor(t, agent, "t1 released", func() bool { return agent.Released("t1") })
 
 	// The task comes back at a new epoch: the worker starts with an empty
 	// cache, reads the counts from the sidecar and resumes after the checkpoint.
-	agent.set("t1", api.RoleActive, 2)
+	agent.Move("t1", api.RoleActive, 2)
 	last = publish("t1", 5)
-	agent.waitFor(t, "t1 counted the new messages", func() bool { return agent.checkpoint("t1") == last })
-	agent.checkCounts(t, "t1", want)
+	waitFor(t, agent, "t1 counted the new messages", func() bool { return checkpointOf(agent, "t1") == last })
+	checkCounts(t, agent, "t1", want)
 
-	agent.shutdown()
+	agent.Shutdown()
 	select {
 	case err := <-ran:
 		if err != nil {
@@ -125,7 +126,7 @@ func testCountsAcrossHandoff(t *testing.T, noCache bool) {
 	}
 
 	checkEvents(t, eventsPath, last)
-	reads := agent.reads()
+	single, batches := agent.Calls("Get"), agent.Calls("GetMany")
 	commits := 0
 	for _, e := range got {
 		if e.Kind == client.EventCommit {
@@ -133,12 +134,12 @@ func testCountsAcrossHandoff(t *testing.T, noCache bool) {
 		}
 	}
 	switch {
-	case reads.single != 0:
-		t.Errorf("the worker read %d keys one at a time; want batch gets only", reads.single)
-	case noCache && reads.batches != commits:
-		t.Errorf("without a cache the worker made %d batch gets for %d commits; want one before each", reads.batches, commits)
-	case !noCache && reads.batches != 2:
-		t.Errorf("with its cache the worker made %d batch gets; want 2 (one per start of t1: the same 3 keys after)", reads.batches)
+	case single != 0:
+		t.Errorf("the worker read %d keys one at a time; want batch gets only", single)
+	case noCache && batches != commits:
+		t.Errorf("without a cache the worker made %d batch gets for %d commits; want one before each", batches, commits)
+	case !noCache && batches != 2:
+		t.Errorf("with its cache the worker made %d batch gets; want 2 (one per start of t1: the same 3 keys after)", batches)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -265,9 +266,8 @@ func TestStatelessTaskIsNeverCommitted(t *testing.T) {
 	if err := EnsureStream(ctx, js, StreamName("g"), "g"); err != nil {
 		t.Fatal(err)
 	}
-	agent := newSidecar()
-	agent.set("s1", api.RoleActive, 1)
-	agent.setStateless("s1")
+	agent := httpapitest.New()
+	agent.Set("s1", httpapitest.Task{Role: api.RoleActive, Epoch: 1, Stateless: true})
 	srv := httptest.NewServer(httpapi.New(agent, httpapi.Options{}).Handler())
 	defer srv.Close()
 
@@ -302,11 +302,11 @@ func TestStatelessTaskIsNeverCommitted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	agent.revoke("s1")
+	agent.Revoke("s1")
 	if e := waitEvent(client.EventRelease); e.Task != "s1" {
 		t.Errorf("released %q, want s1", e.Task)
 	}
-	agent.shutdown()
+	agent.Shutdown()
 	waitEvent(client.EventShutdown)
 	if err := <-ran; err != nil {
 		t.Errorf("Run = %v, want nil after shutdown", err)

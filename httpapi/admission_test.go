@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // The admission tests flood a real listener over TCP with what other
@@ -148,7 +150,7 @@ func TestLongPollFloodIsCappedApart(t *testing.T) {
 // heldCommit is a Backend whose commits wait until the test ends, as a
 // commit that waits for NATS does; in counts those waiting.
 type heldCommit struct {
-	*fakeBackend
+	*httpapitest.Backend
 	in atomic.Int32
 }
 
@@ -164,19 +166,18 @@ func holdCommits(t *testing.T, addr string, h *heldCommit, n int) {
 	t.Helper()
 	body := `{"puts":[{"key":"YQ==","value":"MQ=="}]}`
 	flood(t, addr, n, fmt.Sprintf("POST /tasks/t1/commit HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
-	deadline := time.Now().Add(answerWithin)
-	for int(h.in.Load()) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d commits reached the backend", h.in.Load(), n)
+	poll.Eventually(t, answerWithin, fmt.Sprintf("%d commits to reach the backend", n), func() error {
+		if in := int(h.in.Load()); in < n {
+			return fmt.Errorf("%d of %d did", in, n)
 		}
-		<-time.After(5 * time.Millisecond) // polling a condition
-	}
+		return nil
+	})
 }
 
 // Requests beyond MaxRequests are answered 503 at once, with Retry-After,
 // instead of waiting; a long-poll is not counted against them.
 func TestRequestCapAnswers503AtOnce(t *testing.T) {
-	h := &heldCommit{fakeBackend: seeded()}
+	h := &heldCommit{Backend: seeded()}
 	addr := listening(t, h, floodOptions(Options{MaxRequests: 2}))
 	holdCommits(t, addr, h, 2)
 	resp, b := workerGet(t, addr, "/group", "")
@@ -193,7 +194,7 @@ func TestRequestCapAnswers503AtOnce(t *testing.T) {
 // With every connection busy with an admitted request, a new connection is
 // answered 503 at once and closed, rather than left to wait.
 func TestNoRoomAnswers503(t *testing.T) {
-	h := &heldCommit{fakeBackend: seeded()}
+	h := &heldCommit{Backend: seeded()}
 	addr := listening(t, h, floodOptions(Options{MaxConns: 2}))
 	holdCommits(t, addr, h, 2)
 	c := rawConn(t, addr)

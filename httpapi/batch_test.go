@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 )
 
 // binHeader sends a body in the binary form, and asks for one back.
@@ -22,7 +23,7 @@ func TestGetMany(t *testing.T) {
 		body   []byte
 		hdr    http.Header
 		opts   Options
-		setup  func(f *fakeBackend)
+		setup  func(f *httpapitest.Backend)
 		status int
 		code   string
 		want   [][]byte // the values, for a 200
@@ -37,10 +38,8 @@ func TestGetMany(t *testing.T) {
 			want: [][]byte{[]byte("2")}},
 		{name: "no keys", body: []byte(`{"keys":[]}`), status: 200, want: [][]byte{}},
 		{name: "the same key twice", body: []byte(`{"keys":["YQ==","YQ=="]}`), status: 200, want: [][]byte{[]byte("1"), []byte("1")}},
-		{name: "empty value is not absent", body: []byte(`{"keys":["ZQ=="]}`), setup: func(f *fakeBackend) {
-			f.mu.Lock()
-			f.tasks["t1"].data["e"] = []byte{}
-			f.mu.Unlock()
+		{name: "empty value is not absent", body: []byte(`{"keys":["ZQ=="]}`), setup: func(f *httpapitest.Backend) {
+			f.SetValue("t1", "e", "")
 		}, status: 200, want: [][]byte{{}}},
 		{name: "learner", body: []byte(`{"keys":["YQ=="]}`), target: "t2", status: 409, code: api.CodeNotOwner},
 		{name: "unknown task", body: []byte(`{"keys":["YQ=="]}`), target: "nope", status: 404, code: api.CodeUnknownTask},
@@ -59,7 +58,7 @@ func TestGetMany(t *testing.T) {
 		{name: "binary trailing bytes", body: append(api.AppendGetBinary(nil, [][]byte{[]byte("a")}), 0), hdr: binHeader, status: 400, code: api.CodeInvalid},
 		{name: "text/plain", body: []byte(`{"keys":["YQ=="]}`), hdr: http.Header{"Content-Type": {"text/plain"}}, status: 415, code: api.CodeUnsupportedMediaType},
 		{name: "binary with a parameter", body: api.AppendGetBinary(nil, nil), hdr: http.Header{"Content-Type": {api.MediaBinary + "; v=2"}}, status: 415, code: api.CodeUnsupportedMediaType},
-		{name: "backend fails", body: []byte(`{"keys":["YQ=="]}`), setup: func(f *fakeBackend) { f.setFail("GetMany", errors.New("pebble broke")) },
+		{name: "backend fails", body: []byte(`{"keys":["YQ=="]}`), setup: func(f *httpapitest.Backend) { f.Fail("GetMany", errors.New("pebble broke")) },
 			status: 500, code: api.CodeInternal},
 	}
 	for _, tt := range tests {
@@ -76,7 +75,7 @@ func TestGetMany(t *testing.T) {
 			if r.status != tt.status {
 				t.Fatalf("POST /tasks/%s/get %q = %d %s, want %d", task, tt.body, r.status, r.body, tt.status)
 			}
-			if f.mutations() != 0 {
+			if f.Mutations() != 0 {
 				t.Errorf("a batch get called mutating Backend methods")
 			}
 			if tt.status != 200 {
@@ -84,7 +83,7 @@ func TestGetMany(t *testing.T) {
 					t.Errorf("code = %q (%s), want %q", e.Code, e.Message, tt.code)
 				}
 				if tt.status == 400 || tt.status == 413 && tt.opts.MaxGetBytes == 0 || tt.status == 415 {
-					if n := f.count("GetMany"); n != 0 {
+					if n := f.Calls("GetMany"); n != 0 {
 						t.Errorf("a refused batch get reached the Backend (%d calls)", n)
 					}
 				}
@@ -200,9 +199,7 @@ func TestCommitBinary(t *testing.T) {
 	if r.status != 200 || r.header.Get("Content-Type") != api.MediaJSON {
 		t.Fatalf("binary commit = %d %s", r.status, r.body)
 	}
-	f.mu.Lock()
-	got := f.lastCommit
-	f.mu.Unlock()
+	got := f.Last().Commit
 	if !reflect.DeepEqual(got, ok) {
 		t.Errorf("Backend.Commit got %+v, want %+v", got, ok)
 	}
@@ -237,7 +234,7 @@ func TestCommitBinary(t *testing.T) {
 			if e := r.errBody(t); e.Code != tt.code {
 				t.Errorf("code %q (%s), want %q", e.Code, e.Message, tt.code)
 			}
-			if f.count("Commit") != 0 {
+			if f.Calls("Commit") != 0 {
 				t.Errorf("a refused binary commit reached Backend.Commit")
 			}
 		})

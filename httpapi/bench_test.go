@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 )
 
 // benchBackend answers every read with a 100-byte value and acknowledges
 // every commit: what is left is the API's own cost.
-type benchBackend struct{ *fakeBackend }
+type benchBackend struct{ *httpapitest.Backend }
 
 var benchValue = make([]byte, 100)
 

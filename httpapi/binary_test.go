@@ -36,7 +36,7 @@ func FuzzCommitBinaryBody(f *testing.F) {
 		h := New(fb, fuzzOpts).Handler()
 		r := serve(h, "POST", "/tasks/t1/commit", body, http.Header{"Content-Type": {api.MediaBinary}})
 		checkAnswer(t, r)
-		calls := fb.count("Commit")
+		calls := fb.Calls("Commit")
 		switch {
 		case r.status == 400 || r.status == 413:
 			if calls != 0 {
@@ -46,9 +46,7 @@ func FuzzCommitBinaryBody(f *testing.F) {
 		case calls != 1:
 			t.Fatalf("body %x answered %d without exactly one Backend.Commit (got %d)", body, r.status, calls)
 		}
-		fb.mu.Lock()
-		got := fb.lastCommit
-		fb.mu.Unlock()
+		got := fb.Last().Commit
 		if enc := api.AppendCommitBinary(nil, got); !bytes.Equal(enc, body) {
 			t.Fatalf("accepted body %x, which is not the encoding %x of what reached the Backend", body, enc)
 		}
@@ -76,10 +74,10 @@ func FuzzGetBody(f *testing.F) {
 		}
 		r := serve(New(fb, fuzzOpts).Handler(), "POST", "/tasks/t1/get", body, hdr)
 		checkAnswer(t, r)
-		if fb.mutations() != 0 {
+		if fb.Mutations() != 0 {
 			t.Fatalf("a batch get called mutating Backend methods")
 		}
-		calls := fb.count("GetMany")
+		calls := fb.Calls("GetMany")
 		if r.status == 400 || r.status == 413 {
 			if calls != 0 {
 				t.Fatalf("refused body %q (%d) reached Backend.GetMany", body, r.status)
@@ -102,9 +100,7 @@ func FuzzGetBody(f *testing.F) {
 			}
 			want = req.Keys
 		}
-		fb.mu.Lock()
-		got := fb.lastGetMany
-		fb.mu.Unlock()
+		got := fb.Last().GetMany
 		if len(got) != len(want) || len(got) > fuzzOpts.MaxGetKeys {
 			t.Fatalf("Backend.GetMany got %d keys, the body has %d", len(got), len(want))
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 )
 
 // The fuzz targets feed every request body and path or query parameter of
@@ -70,7 +71,7 @@ func FuzzCommitBody(f *testing.F) {
 		fb := seeded()
 		r := serveRaw(New(fb, fuzzOpts).Handler(), "POST", "/tasks/t1/commit", "", body)
 		checkAnswer(t, r)
-		calls := fb.count("Commit")
+		calls := fb.Calls("Commit")
 		switch {
 		case r.status == 400 || r.status == 413:
 			if calls != 0 {
@@ -81,9 +82,7 @@ func FuzzCommitBody(f *testing.F) {
 			t.Fatalf("body %q answered %d without exactly one Backend.Commit (got %d)", body, r.status, calls)
 		}
 		// What reached the Backend is what the body says, and within limits.
-		fb.mu.Lock()
-		got := fb.lastCommit
-		fb.mu.Unlock()
+		got := fb.Last().Commit
 		var want api.CommitRequest
 		if err := json.Unmarshal(body, &want); err != nil {
 			t.Fatalf("accepted body %q that encoding/json refuses: %v", body, err)
@@ -194,19 +193,19 @@ func FuzzStatePath(f *testing.F) {
 		h.ServeHTTP(rec, req)
 		r := response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 		checkAnswer(t, r)
-		if n := fb.mutations(); n != 0 {
+		if n := fb.Mutations(); n != 0 {
 			t.Fatalf("GET %s called mutating Backend methods %d times", req.URL, n)
 		}
 		// An id with a '/' shifts the path; the Backend still sees only valid IDs.
-		if fb.count("Get") > 0 && (!ValidTaskID(fb.lastTask) || ValidTaskID(id) && fb.lastTask != id) {
-			t.Fatalf("Backend.Get got task %q from path id %q", fb.lastTask, id)
+		if fb.Calls("Get") > 0 && (!ValidTaskID(fb.Last().Task) || ValidTaskID(id) && fb.Last().Task != id) {
+			t.Fatalf("Backend.Get got task %q from path id %q", fb.Last().Task, id)
 		}
 		// A plain key percent-decodes to exactly what the Backend sees.
 		if ValidTaskID(id) && !strings.ContainsAny(key, "?#") {
 			want, err := url.PathUnescape(key)
 			if err == nil && want != "" && len(want) <= fuzzOpts.MaxKeyBytes {
-				if fb.count("Get") != 1 || string(fb.lastGet) != want {
-					t.Fatalf("GET .../state/%s: Backend.Get got key %q (%d calls), want %q", key, fb.lastGet, fb.count("Get"), want)
+				if fb.Calls("Get") != 1 || string(fb.Last().Get) != want {
+					t.Fatalf("GET .../state/%s: Backend.Get got key %q (%d calls), want %q", key, fb.Last().Get, fb.Calls("Get"), want)
 				}
 			}
 		}
@@ -218,19 +217,19 @@ func FuzzKey(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, key []byte) {
-		fb := newFake()
-		fb.addTask("t1", api.RoleActive, 1, map[string]string{string(key): "v"})
+		fb := httpapitest.New()
+		fb.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1, Data: map[string]string{string(key): "v"}})
 		h := New(fb, fuzzOpts).Handler()
 		r := serve(h, "GET", "/tasks/t1/state/"+url.PathEscape(string(key)), nil, nil)
 		checkAnswer(t, r)
 		if len(key) == 0 || len(key) > fuzzOpts.MaxKeyBytes {
-			if r.status != 400 || fb.count("Get") != 0 {
-				t.Fatalf("key %q of %d bytes: status %d, %d Backend.Get calls; want 400 and none", key, len(key), r.status, fb.count("Get"))
+			if r.status != 400 || fb.Calls("Get") != 0 {
+				t.Fatalf("key %q of %d bytes: status %d, %d Backend.Get calls; want 400 and none", key, len(key), r.status, fb.Calls("Get"))
 			}
 			return
 		}
-		if r.status != 200 || string(r.body) != "v" || !bytes.Equal(fb.lastGet, key) {
-			t.Fatalf("key %q: status %d body %q, Backend.Get saw %q; want 200 \"v\" and the key itself", key, r.status, r.body, fb.lastGet)
+		if r.status != 200 || string(r.body) != "v" || !bytes.Equal(fb.Last().Get, key) {
+			t.Fatalf("key %q: status %d body %q, Backend.Get saw %q; want 200 \"v\" and the key itself", key, r.status, r.body, fb.Last().Get)
 		}
 	})
 }
@@ -253,7 +252,7 @@ func FuzzAssignmentQuery(f *testing.F) {
 				t.Fatalf("GET /assignment?%s body %s is not the view (%v)", q, r.body, err)
 			}
 		}
-		if n := fb.mutations(); n != 0 {
+		if n := fb.Mutations(); n != 0 {
 			t.Fatalf("GET /assignment?%s called mutating Backend methods %d times", q, n)
 		}
 	})
@@ -271,13 +270,13 @@ func FuzzScanQuery(f *testing.F) {
 		fb := seeded()
 		r := serveRaw(New(fb, fuzzOpts).Handler(), "GET", "/tasks/"+id+"/state", q, nil)
 		checkAnswer(t, r)
-		if n := fb.mutations(); n != 0 {
+		if n := fb.Mutations(); n != 0 {
 			t.Fatalf("scan %q ?%s called mutating Backend methods %d times", id, q, n)
 		}
-		if fb.count("Scan") > 0 {
-			o := fb.lastScan
-			if fb.lastTask != id || !ValidTaskID(id) {
-				t.Fatalf("Backend.Scan got task %q from path id %q", fb.lastTask, id)
+		if fb.Calls("Scan") > 0 {
+			o := fb.Last().Scan
+			if fb.Last().Task != id || !ValidTaskID(id) {
+				t.Fatalf("Backend.Scan got task %q from path id %q", fb.Last().Task, id)
 			}
 			if o.Limit < 2 || o.Limit > fuzzOpts.MaxScanLimit+1 || len(o.Prefix) > fuzzOpts.MaxKeyBytes || len(o.Start) > fuzzOpts.MaxKeyBytes {
 				t.Fatalf("Backend.Scan got options %+v outside the limits", o)
@@ -308,10 +307,8 @@ func FuzzTaskID(f *testing.F) {
 		fb := seeded()
 		r := serveRaw(New(fb, fuzzOpts).Handler(), rt.method, "/tasks/"+id+rt.suffix, "", []byte(`{}`))
 		checkAnswer(t, r)
-		fb.mu.Lock()
-		calls := fb.calls["Release"] + fb.calls["Commit"] + fb.calls["Get"] + fb.calls["Scan"] + fb.calls["GetMany"]
-		got := fb.lastTask
-		fb.mu.Unlock()
+		calls := fb.Calls("Release") + fb.Calls("Commit") + fb.Calls("Get") + fb.Calls("Scan") + fb.Calls("GetMany")
+		got := fb.Last().Task
 		if calls > 0 && (!ValidTaskID(id) || got != id) {
 			t.Fatalf("%s /tasks/%q%s reached the Backend with task %q", rt.method, id, rt.suffix, got)
 		}

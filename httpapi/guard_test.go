@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 )
 
 // serving runs s on a free loopback port; it returns the address, the
@@ -118,7 +119,7 @@ func TestHostHeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.host, func(t *testing.T) {
-			before := f.count("Leave")
+			before := f.Calls("Leave")
 			req, _ := http.NewRequest("POST", "http://"+addr+"/leave", nil)
 			req.Host = tt.host
 			status, body := send(t, req)
@@ -129,7 +130,7 @@ func TestHostHeader(t *testing.T) {
 				if code := errCode(t, body); code != api.CodeHostNotAllowed {
 					t.Errorf("code = %q, want %q", code, api.CodeHostNotAllowed)
 				}
-				if f.count("Leave") != before {
+				if f.Calls("Leave") != before {
 					t.Errorf("a refused Host reached Backend.Leave")
 				}
 			}
@@ -163,7 +164,7 @@ func TestCrossOriginPost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := f.count("Leave")
+			before := f.Calls("Leave")
 			req, _ := http.NewRequest("POST", "http://"+addr+"/leave", nil)
 			for k, v := range tt.hdr {
 				req.Header.Set(k, v)
@@ -172,8 +173,8 @@ func TestCrossOriginPost(t *testing.T) {
 			if status != tt.status {
 				t.Fatalf("POST /leave = %d %s, want %d", status, body, tt.status)
 			}
-			if tt.status == 403 && (errCode(t, body) != api.CodeCrossOrigin || f.count("Leave") != before) {
-				t.Errorf("refused with %s, Backend.Leave calls %d→%d; want %s and no call", body, before, f.count("Leave"), api.CodeCrossOrigin)
+			if tt.status == 403 && (errCode(t, body) != api.CodeCrossOrigin || f.Calls("Leave") != before) {
+				t.Errorf("refused with %s, Backend.Leave calls %d→%d; want %s and no call", body, before, f.Calls("Leave"), api.CodeCrossOrigin)
 			}
 		})
 	}
@@ -211,7 +212,7 @@ func TestCommitContentType(t *testing.T) {
 				if e := r.errBody(t); e.Code != api.CodeUnsupportedMediaType {
 					t.Errorf("code = %q, want %q", e.Code, api.CodeUnsupportedMediaType)
 				}
-				if f.count("Commit") != 0 {
+				if f.Calls("Commit") != 0 {
 					t.Errorf("a refused body reached Backend.Commit")
 				}
 			}
@@ -253,7 +254,7 @@ func TestStrictCommitJSON(t *testing.T) {
 			if e := r.errBody(t); e.Code != api.CodeInvalid || !strings.Contains(e.Message, tt.want) {
 				t.Errorf("commit %s: %s %q, want %s mentioning %q", tt.body, e.Code, e.Message, api.CodeInvalid, tt.want)
 			}
-			if f.count("Commit") != 0 {
+			if f.Calls("Commit") != 0 {
 				t.Errorf("a refused body reached Backend.Commit")
 			}
 		})
@@ -262,10 +263,10 @@ func TestStrictCommitJSON(t *testing.T) {
 	f := seeded()
 	r := serve(New(f, Options{}).Handler(), "POST", "/tasks/t1/commit",
 		[]byte(`{"puts":[{"key":"YQ==","value":"MQ=="},{"key":"\/w==","value":""}],"deletes":["Yg=="],"checkpoint":null,"epoch":3}`), nil)
-	if r.status != 200 || f.count("Commit") != 1 {
+	if r.status != 200 || f.Calls("Commit") != 1 {
 		t.Fatalf("exact commit = %d %s, want 200", r.status, r.body)
 	}
-	if got := f.lastCommit.Puts[1].Key; string(got) != "\xff" {
+	if got := f.Last().Commit.Puts[1].Key; string(got) != "\xff" {
 		t.Errorf("key \"\\/w==\" decoded to %q, want \\xff", got)
 	}
 }
@@ -285,7 +286,7 @@ func TestSlowBody(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestTimeout || errCode(t, body) != api.CodeTimeout {
 		t.Fatalf("stalled body = %d %s, want 408 %s", resp.StatusCode, body, api.CodeTimeout)
 	}
-	if f.count("Commit") != 0 {
+	if f.Calls("Commit") != 0 {
 		t.Errorf("a stalled body reached Backend.Commit")
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -327,7 +328,7 @@ func TestSlowHeaders(t *testing.T) {
 // slowCommit is a Backend whose commits take a while, as a NATS
 // acknowledgement can; a commit whose context ends early fails.
 type slowCommit struct {
-	*fakeBackend
+	*httpapitest.Backend
 	take time.Duration
 }
 
@@ -337,7 +338,7 @@ func (s slowCommit) Commit(ctx context.Context, id string, req api.CommitRequest
 	case <-ctx.Done():
 		return api.CommitResult{}, fmt.Errorf("commit cut off: %w", ctx.Err())
 	}
-	return s.fakeBackend.Commit(ctx, id, req)
+	return s.Backend.Commit(ctx, id, req)
 }
 
 // TestBodyTimeoutSparesSlowCommitsAndLongPolls: the body deadline bounds
@@ -368,14 +369,14 @@ func TestBodyTimeoutSparesSlowCommitsAndLongPolls(t *testing.T) {
 		polled <- err
 	}()
 	deadline := awaitWaiting(t, f)
-	// Wake the long-poll well after both timeouts have passed.
-	<-time.After(5 * timeout)
+	// The long-poll must outlast both timeouts well: a negative check,
+	// bounded by time, that fails the moment it ends.
 	select {
 	case err := <-polled:
 		t.Fatalf("the long-poll ended before any change (%v); it waits until %s", err, deadline)
-	default:
+	case <-time.After(5 * timeout):
 	}
-	f.bump()
+	f.Bump()
 	if err := <-polled; err != nil {
 		t.Fatalf("long-poll: %v", err)
 	}

@@ -1,56 +1,14 @@
 package httpapi
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 )
-
-// Query implements Backend for the fake: every task of the member is a
-// copy at its seq; a learner's copy is a standby's stand-in, within any
-// max_lag but below any min_seq past its seq. The fake routes nothing:
-// a bound its copy does not meet is refused as no copy met it.
-func (f *fakeBackend) Query(_ context.Context, q api.Query) (api.QueryAnswer, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lastTask = q.Task
-	f.lastQuery = q
-	if err := f.enter("Query"); err != nil {
-		return api.QueryAnswer{}, err
-	}
-	t, ok := f.tasks[q.Task]
-	switch {
-	case !ok:
-		return api.QueryAnswer{}, fmt.Errorf("%w: task %s is not in the group", api.ErrUnknownTask, q.Task)
-	case !t.stateful:
-		return api.QueryAnswer{}, fmt.Errorf("%w: task %s is stateless", api.ErrInvalid, q.Task)
-	case t.seq < q.Bound.MinSeq:
-		return api.QueryAnswer{}, fmt.Errorf("%w: no copy of task %s met the bound", api.ErrUnavailable, q.Task)
-	}
-	ans := api.QueryAnswer{Served: api.Served{Member: "m1", Role: t.role, Seq: t.seq}}
-	switch q.Kind {
-	case api.QueryGet, api.QueryGetMany:
-		for _, k := range q.Keys {
-			v, ok := t.data[string(k)]
-			if ok && v == nil {
-				v = []byte{}
-			}
-			ans.Values = append(ans.Values, v)
-		}
-	case api.QueryScan:
-		items, err := f.scanTask(t, q.Scan)
-		if err != nil {
-			return api.QueryAnswer{}, err
-		}
-		ans.Items = items
-	}
-	return ans, nil
-}
 
 func TestQueryRoutes(t *testing.T) {
 	tests := []struct {
@@ -58,56 +16,54 @@ func TestQueryRoutes(t *testing.T) {
 		method    string
 		target    string
 		body      string
-		setup     func(f *fakeBackend)
+		setup     func(f *httpapitest.Backend)
 		status    int
 		code      string
-		check     func(t *testing.T, f *fakeBackend, r response)
+		check     func(t *testing.T, f *httpapitest.Backend, r response)
 		noHeaders bool // no copy answered: no Handoff-* headers
 	}{
-		{name: "get", method: "GET", target: "/query/tasks/t1/state/a", status: 200, check: func(t *testing.T, f *fakeBackend, r response) {
+		{name: "get", method: "GET", target: "/query/tasks/t1/state/a", status: 200, check: func(t *testing.T, f *httpapitest.Backend, r response) {
 			if string(r.body) != "1" {
 				t.Errorf("body = %q, want 1", r.body)
 			}
-			if !f.lastQuery.Bound.Latest() || f.lastQuery.Kind != api.QueryGet || string(f.lastQuery.Keys[0]) != "a" {
-				t.Errorf("query = %+v, want a get of key a with the default bound", f.lastQuery)
+			if !f.Last().Query.Bound.Latest() || f.Last().Query.Kind != api.QueryGet || string(f.Last().Query.Keys[0]) != "a" {
+				t.Errorf("query = %+v, want a get of key a with the default bound", f.Last().Query)
 			}
 		}},
-		{name: "get of a learner's copy", method: "GET", target: "/query/tasks/t2/state/a?max_lag=10", status: 404, code: api.CodeNotFound, check: func(t *testing.T, f *fakeBackend, r response) {
+		{name: "get of a learner's copy", method: "GET", target: "/query/tasks/t2/state/a?max_lag=10", status: 404, code: api.CodeNotFound, check: func(t *testing.T, f *httpapitest.Backend, r response) {
 			if r.header.Get(api.HeaderRole) != api.RoleLearner {
 				t.Errorf("%s = %q, want learner", api.HeaderRole, r.header.Get(api.HeaderRole))
 			}
-			if b := f.lastQuery.Bound; !b.Lagged || b.MaxLag != 10 {
+			if b := f.Last().Query.Bound; !b.Lagged || b.MaxLag != 10 {
 				t.Errorf("bound = %+v, want max_lag 10", b)
 			}
 		}},
 		{name: "get absent key", method: "GET", target: "/query/tasks/t1/state/zz", status: 404, code: api.CodeNotFound},
-		{name: "get min_seq", method: "GET", target: "/query/tasks/t1/state/a?min_seq=7&timeout=2s", status: 200, check: func(t *testing.T, f *fakeBackend, _ response) {
-			if f.lastQuery.Bound.MinSeq != 7 || f.lastQuery.Timeout != 2*time.Second {
-				t.Errorf("query = %+v, want min_seq 7 and timeout 2s", f.lastQuery)
+		{name: "get min_seq", method: "GET", target: "/query/tasks/t1/state/a?min_seq=7&timeout=2s", status: 200, check: func(t *testing.T, f *httpapitest.Backend, _ response) {
+			if f.Last().Query.Bound.MinSeq != 7 || f.Last().Query.Timeout != 2*time.Second {
+				t.Errorf("query = %+v, want min_seq 7 and timeout 2s", f.Last().Query)
 			}
 		}},
-		{name: "get min_seq past every copy", method: "GET", target: "/query/tasks/t1/state/a?min_seq=8", status: 503, code: api.CodeUnavailable, noHeaders: true, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "get min_seq past every copy", method: "GET", target: "/query/tasks/t1/state/a?min_seq=8", status: 503, code: api.CodeUnavailable, noHeaders: true, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if r.header.Get("Retry-After") == "" {
 				t.Errorf("a 503 without Retry-After")
 			}
 		}},
-		{name: "timeout capped", method: "GET", target: "/query/tasks/t1/state/a?timeout=10m", status: 200, check: func(t *testing.T, f *fakeBackend, _ response) {
-			if f.lastQuery.Timeout != api.MaxQueryTimeout {
-				t.Errorf("timeout = %s, want it capped at %s", f.lastQuery.Timeout, api.MaxQueryTimeout)
+		{name: "timeout capped", method: "GET", target: "/query/tasks/t1/state/a?timeout=10m", status: 200, check: func(t *testing.T, f *httpapitest.Backend, _ response) {
+			if f.Last().Query.Timeout != api.MaxQueryTimeout {
+				t.Errorf("timeout = %s, want it capped at %s", f.Last().Query.Timeout, api.MaxQueryTimeout)
 			}
 		}},
 		{name: "bad min_seq", method: "GET", target: "/query/tasks/t1/state/a?min_seq=-1", status: 400, code: api.CodeInvalid, noHeaders: true},
 		{name: "bad max_lag", method: "GET", target: "/query/tasks/t1/state/a?max_lag=x", status: 400, code: api.CodeInvalid, noHeaders: true},
 		{name: "bad timeout", method: "GET", target: "/query/tasks/t1/state/a?timeout=0s", status: 400, code: api.CodeInvalid, noHeaders: true},
 		{name: "unknown parameter", method: "GET", target: "/query/tasks/t1/state/a?minseq=1", status: 400, code: api.CodeInvalid, noHeaders: true},
-		{name: "stateless task", method: "GET", target: "/query/tasks/s1/state/a", setup: func(f *fakeBackend) {
-			f.mu.Lock()
-			f.tasks["s1"] = &fakeTask{role: api.RoleActive}
-			f.mu.Unlock()
+		{name: "stateless task", method: "GET", target: "/query/tasks/s1/state/a", setup: func(f *httpapitest.Backend) {
+			f.Set("s1", httpapitest.Task{Role: api.RoleActive, Stateless: true})
 		}, status: 400, code: api.CodeInvalid, noHeaders: true},
 		{name: "unknown task", method: "GET", target: "/query/tasks/nope/state/a", status: 404, code: api.CodeUnknownTask, noHeaders: true},
 		{name: "bad task ID", method: "GET", target: "/query/tasks/a.b/state/a", status: 400, code: api.CodeInvalid, noHeaders: true},
-		{name: "batch get", method: "POST", target: "/query/tasks/t1/get?min_seq=3", body: `{"keys":["YQ==","eno="]}`, status: 200, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "batch get", method: "POST", target: "/query/tasks/t1/get?min_seq=3", body: `{"keys":["YQ==","eno="]}`, status: 200, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			var res api.GetResult
 			mustJSON(t, r.body, &res)
 			if len(res.Values) != 2 || string(res.Values[0]) != "1" || res.Values[1] != nil {
@@ -115,7 +71,7 @@ func TestQueryRoutes(t *testing.T) {
 			}
 		}},
 		{name: "batch get no body type", method: "POST", target: "/query/tasks/t1/get", body: `{"keys":[]}`, setup: nil, status: 200},
-		{name: "scan", method: "GET", target: "/query/tasks/t1/state?prefix=b&limit=1&max_lag=0", status: 200, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "scan", method: "GET", target: "/query/tasks/t1/state?prefix=b&limit=1&max_lag=0", status: 200, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			var res api.ScanResult
 			mustJSON(t, r.body, &res)
 			if len(res.Items) != 1 || string(res.Items[0].Key) != "b" || string(res.Next) != "ba" {
@@ -127,9 +83,7 @@ func TestQueryRoutes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := seeded()
-			f.mu.Lock()
-			f.tasks["t1"].seq = 7
-			f.mu.Unlock()
+			f.SetSeq("t1", 7)
 			if tc.setup != nil {
 				tc.setup(f)
 			}

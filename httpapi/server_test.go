@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 	"github.com/rs/zerolog"
 )
 
@@ -57,12 +58,12 @@ func serve(h http.Handler, method, target string, body []byte, hdr http.Header) 
 
 // seeded returns a fake with an active task t1 (epoch 3, a few keys), a
 // learner t2 and an active t3 that is being revoked.
-func seeded() *fakeBackend {
-	f := newFake()
-	f.addTask("t1", api.RoleActive, 3, map[string]string{"a": "1", "b": "2", "ba": "3", "\x00\xff": "bin", "x/y": "slash"})
-	f.addTask("t2", api.RoleLearner, 1, nil)
-	f.addTask("t3", api.RoleActive, 5, map[string]string{"k": "v"})
-	f.revoke("t3")
+func seeded() *httpapitest.Backend {
+	f := httpapitest.New()
+	f.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 3, Data: map[string]string{"a": "1", "b": "2", "ba": "3", "\x00\xff": "bin", "x/y": "slash"}})
+	f.Set("t2", httpapitest.Task{Role: api.RoleLearner, Epoch: 1})
+	f.Set("t3", httpapitest.Task{Role: api.RoleActive, Epoch: 5, Data: map[string]string{"k": "v"}})
+	f.Revoke("t3")
 	return f
 }
 
@@ -74,31 +75,29 @@ func TestRoutes(t *testing.T) {
 		target string
 		body   string
 		opts   Options
-		setup  func(f *fakeBackend)
+		setup  func(f *httpapitest.Backend)
 		status int
 		code   string // for errors
 		// mutates says whether the Backend's mutating methods may be called.
 		mutates bool
-		check   func(t *testing.T, f *fakeBackend, r response)
+		check   func(t *testing.T, f *httpapitest.Backend, r response)
 	}{
 		// assignment
-		{name: "assignment now", method: "GET", target: "/assignment", status: 200, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "assignment now", method: "GET", target: "/assignment", status: 200, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			var v api.View
 			mustJSON(t, r.body, &v)
 			if v.Member != "m1" || len(v.Tasks) != 3 || len(v.Revoke) != 1 || v.Revoke[0] != "t3" {
 				t.Errorf("view = %+v, want m1 with 3 tasks and t3 revoked", v)
 			}
 		}},
-		{name: "assignment version past after", method: "GET", target: "/assignment?wait=60s&after=1", status: 200, check: func(t *testing.T, f *fakeBackend, _ response) {
-			if n := f.count("WaitAssignment"); n != 0 {
+		{name: "assignment version past after", method: "GET", target: "/assignment?wait=60s&after=1", status: 200, check: func(t *testing.T, f *httpapitest.Backend, _ response) {
+			if n := f.Calls("WaitAssignment"); n != 0 {
 				t.Errorf("WaitAssignment called %d times, want 0 (the view is already newer)", n)
 			}
 		}},
-		{name: "assignment empty lists are arrays", method: "GET", target: "/assignment", setup: func(f *fakeBackend) {
-			f.mu.Lock()
-			f.tasks = map[string]*fakeTask{}
-			f.mu.Unlock()
-		}, status: 200, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "assignment empty lists are arrays", method: "GET", target: "/assignment", setup: func(f *httpapitest.Backend) {
+			f.Clear()
+		}, status: 200, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if !bytes.Contains(r.body, []byte(`"tasks":[]`)) || !bytes.Contains(r.body, []byte(`"revoke":[]`)) {
 				t.Errorf("body %s, want tasks and revoke as []", r.body)
 			}
@@ -109,14 +108,14 @@ func TestRoutes(t *testing.T) {
 		{name: "assignment unknown parameter", method: "GET", target: "/assignment?wiat=30s", status: 400, code: api.CodeInvalid},
 		{name: "assignment repeated parameter", method: "GET", target: "/assignment?after=1&after=2", status: 400, code: api.CodeInvalid},
 		{name: "assignment malformed query", method: "GET", target: "/assignment?after=%zz", status: 400, code: api.CodeInvalid},
-		{name: "assignment wrong method", method: "POST", target: "/assignment", status: 405, code: api.CodeMethodNotAllowed, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "assignment wrong method", method: "POST", target: "/assignment", status: 405, code: api.CodeMethodNotAllowed, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if got := r.header.Get("Allow"); got != "GET" {
 				t.Errorf("Allow = %q, want GET", got)
 			}
 		}},
 
 		// release
-		{name: "release revoked task", method: "POST", target: "/tasks/t3/release", status: 200, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "release revoked task", method: "POST", target: "/tasks/t3/release", status: 200, mutates: true, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			var res api.ReleaseResult
 			mustJSON(t, r.body, &res)
 			if res != (api.ReleaseResult{Task: "t3", Epoch: 5}) {
@@ -141,7 +140,7 @@ func TestRoutes(t *testing.T) {
 		{name: "get key with encoded slash", method: "GET", target: "/tasks/t1/state/x%2Fy", status: 200, check: wantRaw("slash")},
 		{name: "get key with plain slash", method: "GET", target: "/tasks/t1/state/x/y", status: 200, check: wantRaw("slash")},
 		{name: "get missing key", method: "GET", target: "/tasks/t1/state/zz", status: 404, code: api.CodeNotFound},
-		{name: "get learner task", method: "GET", target: "/tasks/t2/state/a", status: 409, code: api.CodeNotOwner, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "get learner task", method: "GET", target: "/tasks/t2/state/a", status: 409, code: api.CodeNotOwner, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if e := r.errBody(t); !strings.Contains(e.Message, "learner") {
 				t.Errorf("message %q does not say the task is a learner", e.Message)
 			}
@@ -150,9 +149,9 @@ func TestRoutes(t *testing.T) {
 		{name: "get empty key", method: "GET", target: "/tasks/t1/state/", status: 400, code: api.CodeInvalid},
 		{name: "get key too long", method: "GET", target: "/tasks/t1/state/" + strings.Repeat("k", 9), opts: Options{MaxKeyBytes: 8}, status: 400, code: api.CodeInvalid},
 		{name: "get invalid task ID", method: "GET", target: "/tasks/t%201/state/a", status: 400, code: api.CodeInvalid},
-		{name: "get backend internal error", method: "GET", target: "/tasks/t1/state/a", setup: func(f *fakeBackend) {
-			f.setFail("Get", errors.New("pebble: disk on fire"))
-		}, status: 500, code: api.CodeInternal, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "get backend internal error", method: "GET", target: "/tasks/t1/state/a", setup: func(f *httpapitest.Backend) {
+			f.Fail("Get", errors.New("pebble: disk on fire"))
+		}, status: 500, code: api.CodeInternal, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if e := r.errBody(t); strings.Contains(e.Message, "disk on fire") {
 				t.Errorf("message %q leaks the internal error", e.Message)
 			}
@@ -162,8 +161,8 @@ func TestRoutes(t *testing.T) {
 		{name: "scan all", method: "GET", target: "/tasks/t1/state", status: 200, check: wantScan(5, "")},
 		{name: "scan prefix", method: "GET", target: "/tasks/t1/state?prefix=b", status: 200, check: wantScan(2, "")},
 		{name: "scan prefix_b64", method: "GET", target: "/tasks/t1/state?prefix_b64=AP8=", status: 200, check: wantScan(1, "")},
-		{name: "scan prefix_b64 with unencoded plus", method: "GET", target: "/tasks/t1/state?prefix_b64=+w", status: 200, check: func(t *testing.T, f *fakeBackend, _ response) {
-			if got := f.lastScan.Prefix; !bytes.Equal(got, []byte{0xfb}) {
+		{name: "scan prefix_b64 with unencoded plus", method: "GET", target: "/tasks/t1/state?prefix_b64=+w", status: 200, check: func(t *testing.T, f *httpapitest.Backend, _ response) {
+			if got := f.Last().Scan.Prefix; !bytes.Equal(got, []byte{0xfb}) {
 				t.Errorf("prefix = %x, want fb", got)
 			}
 		}},
@@ -181,18 +180,16 @@ func TestRoutes(t *testing.T) {
 
 		// commit
 		{name: "commit", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"AP8=","value":"AQ=="}],"deletes":["YQ=="],"checkpoint":"AAAAAAAAAAc=","epoch":3}`,
-			status: 200, mutates: true, check: func(t *testing.T, f *fakeBackend, r response) {
+			status: 200, mutates: true, check: func(t *testing.T, f *httpapitest.Backend, r response) {
 				var res api.CommitResult
 				mustJSON(t, r.body, &res)
 				if res != (api.CommitResult{Task: "t1", Seq: 1, Epoch: 3}) {
 					t.Errorf("commit = %+v, want t1 seq 1 epoch 3", res)
 				}
-				f.mu.Lock()
-				defer f.mu.Unlock()
-				if got := f.tasks["t1"].data["\x00\xff"]; !bytes.Equal(got, []byte{1}) {
+				if got, _ := f.Value("t1", "\x00\xff"); got != "\x01" {
 					t.Errorf("value of 00ff = %x, want 01", got)
 				}
-				if _, ok := f.tasks["t1"].data["a"]; ok {
+				if _, ok := f.Value("t1", "a"); ok {
 					t.Errorf("key a still present after its delete")
 				}
 			}},
@@ -216,59 +213,59 @@ func TestRoutes(t *testing.T) {
 		{name: "commit value too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"YQ==","value":"YWFh"}]}`, opts: Options{MaxValueBytes: 2}, status: 413, code: api.CodeTooLarge},
 		{name: "commit checkpoint too large", method: "POST", target: "/tasks/t1/commit", body: `{"checkpoint":"YWFh"}`, opts: Options{MaxValueBytes: 2}, status: 413, code: api.CodeTooLarge},
 		{name: "commit body too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[]}` + strings.Repeat(" ", 100), opts: Options{MaxBodyBytes: 64}, status: 413, code: api.CodeTooLarge},
-		{name: "commit backend unavailable", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
-			f.setFail("Commit", fmt.Errorf("changelog append for task t1: %w", api.ErrUnavailable))
-		}, status: 503, code: api.CodeUnavailable, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "commit backend unavailable", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *httpapitest.Backend) {
+			f.Fail("Commit", fmt.Errorf("changelog append for task t1: %w", api.ErrUnavailable))
+		}, status: 503, code: api.CodeUnavailable, mutates: true, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if r.header.Get("Retry-After") == "" {
 				t.Errorf("503 without Retry-After")
 			}
 		}},
-		{name: "commit must resume", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
-			f.setFail("Commit", fmt.Errorf("an earlier commit landed without its acknowledgement: %w", api.ErrResume))
-		}, status: 409, code: api.CodeResume, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "commit must resume", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *httpapitest.Backend) {
+			f.Fail("Commit", fmt.Errorf("an earlier commit landed without its acknowledgement: %w", api.ErrResume))
+		}, status: 409, code: api.CodeResume, mutates: true, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if r.header.Get("Retry-After") != "" {
 				t.Errorf("a resume answer says Retry-After: the commit must not be retried")
 			}
 		}},
-		{name: "commit backend invalid", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
-			f.setFail("Commit", fmt.Errorf("checkpoint must not shrink: %w", api.ErrInvalid))
+		{name: "commit backend invalid", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *httpapitest.Backend) {
+			f.Fail("Commit", fmt.Errorf("checkpoint must not shrink: %w", api.ErrInvalid))
 		}, status: 400, code: api.CodeInvalid, mutates: true},
-		{name: "commit backend too large", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *fakeBackend) {
-			f.setFail("Commit", fmt.Errorf("changelog message over the stream's max: %w", api.ErrTooLarge))
+		{name: "commit backend too large", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *httpapitest.Backend) {
+			f.Fail("Commit", fmt.Errorf("changelog message over the stream's max: %w", api.ErrTooLarge))
 		}, status: 413, code: api.CodeTooLarge, mutates: true},
 
 		// leave, group, health, metrics
-		{name: "leave", method: "POST", target: "/leave", status: 202, mutates: true, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "leave", method: "POST", target: "/leave", status: 202, mutates: true, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			var st api.LeaveStatus
 			mustJSON(t, r.body, &st)
 			if st.State != api.StateLeaving || st.Started == nil || len(st.Remaining) != 2 {
 				t.Errorf("leave = %+v, want leaving with a start time and 2 remaining tasks", st)
 			}
 		}},
-		{name: "leave status", method: "GET", target: "/leave", status: 200, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "leave status", method: "GET", target: "/leave", status: 200, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			var st api.LeaveStatus
 			mustJSON(t, r.body, &st)
 			if st.State != api.StateMember || st.Started != nil {
 				t.Errorf("leave status = %+v, want member, not started", st)
 			}
 		}},
-		{name: "leave fails", method: "POST", target: "/leave", setup: func(f *fakeBackend) {
-			f.setFail("Leave", fmt.Errorf("record leave in NATS: %w", api.ErrUnavailable))
+		{name: "leave fails", method: "POST", target: "/leave", setup: func(f *httpapitest.Backend) {
+			f.Fail("Leave", fmt.Errorf("record leave in NATS: %w", api.ErrUnavailable))
 		}, status: 503, code: api.CodeUnavailable, mutates: true},
-		{name: "group", method: "GET", target: "/group", status: 200, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "group", method: "GET", target: "/group", status: 200, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			var g api.GroupView
 			mustJSON(t, r.body, &g)
 			if g.Group != "demo" || len(g.Members) != 1 {
 				t.Errorf("group = %+v, want demo with one member", g)
 			}
 		}},
-		{name: "group cancelled", method: "GET", target: "/group", setup: func(f *fakeBackend) {
-			f.setFail("Group", fmt.Errorf("read members: %w", context.DeadlineExceeded))
+		{name: "group cancelled", method: "GET", target: "/group", setup: func(f *httpapitest.Backend) {
+			f.Fail("Group", fmt.Errorf("read members: %w", context.DeadlineExceeded))
 		}, status: 503, code: api.CodeUnavailable},
 		{name: "healthz", method: "GET", target: "/healthz", status: 200},
-		{name: "readyz not ready", method: "GET", target: "/readyz", setup: func(f *fakeBackend) {
-			f.setReady(errors.New("joining group demo: no generation yet"))
-		}, status: 503, code: api.CodeUnavailable, check: func(t *testing.T, _ *fakeBackend, r response) {
+		{name: "readyz not ready", method: "GET", target: "/readyz", setup: func(f *httpapitest.Backend) {
+			f.SetReady(errors.New("joining group demo: no generation yet"))
+		}, status: 503, code: api.CodeUnavailable, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if e := r.errBody(t); !strings.Contains(e.Message, "no generation yet") {
 				t.Errorf("message %q does not give the reason", e.Message)
 			}
@@ -299,7 +296,7 @@ func TestRoutes(t *testing.T) {
 				}
 			}
 			if !tt.mutates {
-				if n := f.mutations(); n != 0 {
+				if n := f.Mutations(); n != 0 {
 					t.Errorf("%s %s called the Backend's mutating methods %d times, want 0", tt.method, tt.target, n)
 				}
 			}
@@ -317,8 +314,8 @@ func mustJSON(t *testing.T, b []byte, v any) {
 	}
 }
 
-func wantRaw(want string) func(t *testing.T, f *fakeBackend, r response) {
-	return func(t *testing.T, _ *fakeBackend, r response) {
+func wantRaw(want string) func(t *testing.T, f *httpapitest.Backend, r response) {
+	return func(t *testing.T, _ *httpapitest.Backend, r response) {
 		t.Helper()
 		if string(r.body) != want {
 			t.Errorf("body = %q, want %q", r.body, want)
@@ -327,8 +324,8 @@ func wantRaw(want string) func(t *testing.T, f *fakeBackend, r response) {
 }
 
 // wantScan checks the number of items and the next key ("" for none).
-func wantScan(n int, next string) func(t *testing.T, f *fakeBackend, r response) {
-	return func(t *testing.T, _ *fakeBackend, r response) {
+func wantScan(n int, next string) func(t *testing.T, f *httpapitest.Backend, r response) {
+	return func(t *testing.T, _ *httpapitest.Backend, r response) {
 		t.Helper()
 		var res api.ScanResult
 		mustJSON(t, r.body, &res)
@@ -342,12 +339,12 @@ func wantScan(n int, next string) func(t *testing.T, f *fakeBackend, r response)
 }
 
 func TestScanPagesThroughEveryKey(t *testing.T) {
-	f := newFake()
+	f := httpapitest.New()
 	data := map[string]string{}
 	for i := range 10 {
 		data[fmt.Sprintf("k%02d", i)] = "v"
 	}
-	f.addTask("t1", api.RoleActive, 1, data)
+	f.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1, Data: data})
 	h := New(f, Options{MaxScanLimit: 3}).Handler()
 	var got []string
 	target := "/tasks/t1/state"
@@ -411,7 +408,7 @@ func TestAuth(t *testing.T) {
 			}
 		})
 	}
-	if n := f.mutations(); n != 0 {
+	if n := f.Mutations(); n != 0 {
 		t.Errorf("unauthenticated requests reached the Backend's mutating methods %d times", n)
 	}
 }
@@ -435,10 +432,10 @@ func awaitResponse(t *testing.T, ch <-chan response) response {
 	}
 }
 
-func awaitWaiting(t *testing.T, f *fakeBackend) time.Time {
+func awaitWaiting(t *testing.T, f *httpapitest.Backend) time.Time {
 	t.Helper()
 	select {
-	case d := <-f.waiting:
+	case d := <-f.Waiting():
 		return d
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll never reached WaitAssignment")
@@ -447,7 +444,7 @@ func awaitWaiting(t *testing.T, f *fakeBackend) time.Time {
 }
 
 func TestLongPollWakesOnChange(t *testing.T) {
-	f := newFake()
+	f := httpapitest.New()
 	h := New(f, Options{}).Handler()
 	done := longPoll(t, h, "/assignment?wait=60s&after=1")
 	awaitWaiting(t, f)
@@ -456,7 +453,7 @@ func TestLongPollWakesOnChange(t *testing.T) {
 		t.Fatalf("long-poll answered %d %s before the view changed", r.status, r.body)
 	default:
 	}
-	f.addTask("t1", api.RoleActive, 1, nil)
+	f.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1})
 	r := awaitResponse(t, done)
 	var v api.View
 	mustJSON(t, r.body, &v)
@@ -477,7 +474,7 @@ func TestLongPollEndsAtWaitBound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake()
+			f := httpapitest.New()
 			h := New(f, Options{MaxLongPoll: tt.max}).Handler()
 			start := time.Now()
 			done := longPoll(t, h, "/assignment?"+tt.query)
@@ -496,7 +493,7 @@ func TestLongPollEndsAtWaitBound(t *testing.T) {
 }
 
 func TestLongPollClientGone(t *testing.T) {
-	f := newFake()
+	f := httpapitest.New()
 	h := New(f, Options{}).Handler()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -516,7 +513,7 @@ func TestLongPollClientGone(t *testing.T) {
 }
 
 func TestRunShutsDownLongPolls(t *testing.T) {
-	f := newFake()
+	f := httpapitest.New()
 	addr, cancel, ran := serving(t, New(f, Options{}))
 
 	polled := make(chan error, 1)
@@ -555,7 +552,7 @@ func TestRunShutsDownLongPolls(t *testing.T) {
 }
 
 func TestRunNeedsListen(t *testing.T) {
-	if err := New(newFake(), Options{}).Run(context.Background()); err == nil {
+	if err := New(httpapitest.New(), Options{}).Run(context.Background()); err == nil {
 		t.Fatal("Run without Listen = nil, want an error")
 	}
 }
@@ -587,7 +584,7 @@ func TestRequestLogging(t *testing.T) {
 func TestInternalErrorIsLogged(t *testing.T) {
 	var buf bytes.Buffer
 	f := seeded()
-	f.setFail("Scan", errors.New("pebble: disk on fire"))
+	f.Fail("Scan", errors.New("pebble: disk on fire"))
 	h := New(f, Options{Logger: zerolog.New(&buf).Level(zerolog.InfoLevel)}).Handler()
 	if r := serve(h, "GET", "/tasks/t1/state", nil, nil); r.status != 500 {
 		t.Fatalf("status = %d, want 500", r.status)
@@ -613,7 +610,7 @@ func TestValidTaskID(t *testing.T) {
 }
 
 func TestShutdownDelivered(t *testing.T) {
-	f := newFake()
+	f := httpapitest.New()
 	s := New(f, Options{})
 	serve(s.Handler(), "GET", "/assignment", nil, nil)
 	select {
@@ -621,9 +618,7 @@ func TestShutdownDelivered(t *testing.T) {
 		t.Fatal("ShutdownDelivered closed before any view said shutdown")
 	default:
 	}
-	f.mu.Lock()
-	f.view.Shutdown = true
-	f.mu.Unlock()
+	f.Shutdown()
 	serve(s.Handler(), "GET", "/assignment", nil, nil)
 	select {
 	case <-s.ShutdownDelivered():

@@ -115,7 +115,7 @@ func TestUnixSocket(t *testing.T) {
 			t.Errorf("%s: %s %s = %d %q, want %d %q", tt.name, tt.method, tt.target, status, got, tt.status, tt.want)
 		}
 	}
-	if n := f.count("Commit"); n != 0 {
+	if n := f.Calls("Commit"); n != 0 {
 		t.Errorf("refused commits reached the Backend %d times", n)
 	}
 

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/handoffhq/handoff/httpapi/httpapitest"
 )
 
 // workerEvent is one call to a WorkerObserver.
@@ -51,7 +53,7 @@ func (o observer) none(t *testing.T) {
 
 // openPoll starts a long-poll that stays open until the returned func
 // ends it (as a worker that goes away would) and waits for its end.
-func openPoll(t *testing.T, h http.Handler, f *fakeBackend) (end func()) {
+func openPoll(t *testing.T, h http.Handler, f *httpapitest.Backend) (end func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -73,7 +75,7 @@ func openPoll(t *testing.T, h http.Handler, f *fakeBackend) (end func()) {
 }
 
 func TestWorkerAttachesWithItsPollAndDetachesAfterTheGrace(t *testing.T) {
-	f, obs := newFake(), make(observer, 8)
+	f, obs := httpapitest.New(), make(observer, 8)
 	const grace = 50 * time.Millisecond
 	h := New(f, Options{Worker: obs, WorkerGrace: grace}).Handler()
 
@@ -103,7 +105,7 @@ func TestWorkerAttachesWithItsPollAndDetachesAfterTheGrace(t *testing.T) {
 }
 
 func TestWorkerPollingAgainWithinTheGraceStaysAttached(t *testing.T) {
-	f, obs := newFake(), make(observer, 8)
+	f, obs := httpapitest.New(), make(observer, 8)
 	h := New(f, Options{Worker: obs, WorkerGrace: time.Minute}).Handler()
 
 	end := openPoll(t, h, f)
@@ -118,7 +120,7 @@ func TestWorkerPollingAgainWithinTheGraceStaysAttached(t *testing.T) {
 }
 
 func TestWorkerDetachesOnlyOnceEveryPollEnded(t *testing.T) {
-	f, obs := newFake(), make(observer, 8)
+	f, obs := httpapitest.New(), make(observer, 8)
 	s := New(f, Options{Worker: obs, WorkerGrace: 20 * time.Millisecond})
 	h := s.Handler()
 
@@ -138,7 +140,7 @@ func TestWorkerDetachesOnlyOnceEveryPollEnded(t *testing.T) {
 }
 
 func TestNoWorkerObserverTracksNothing(t *testing.T) {
-	f := newFake()
+	f := httpapitest.New()
 	h := New(f, Options{}).Handler()
 	if r := serve(h, "GET", "/assignment", nil, nil); r.status != http.StatusOK {
 		t.Fatalf("GET /assignment without a worker observer = %d %s", r.status, r.body)
@@ -146,7 +148,7 @@ func TestNoWorkerObserverTracksNothing(t *testing.T) {
 }
 
 func TestRejectedPollsDoNotAttach(t *testing.T) {
-	f, obs := newFake(), make(observer, 8)
+	f, obs := httpapitest.New(), make(observer, 8)
 	h := New(f, Options{Worker: obs, Token: "secret"}).Handler()
 	for _, target := range []string{"/assignment", "/assignment?wait=soon"} {
 		hdr := http.Header{}
@@ -185,7 +187,7 @@ func TestWorkerGraceTimerFiringLateReportsNothing(t *testing.T) {
 // polls that shutdown ends do not detach the worker after the server is
 // gone.
 func TestWorkerTrackerClosesWithRun(t *testing.T) {
-	f, obs := newFake(), make(observer, 8)
+	f, obs := httpapitest.New(), make(observer, 8)
 	s := New(f, Options{Worker: obs, WorkerGrace: 10 * time.Millisecond})
 	addr, cancel, ran := serving(t, s)
 	polled := make(chan error, 1)

@@ -3,6 +3,7 @@ package restore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/internal/poll"
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/statestore"
 )
@@ -185,30 +187,22 @@ func TestTailAcrossNATSRestart(t *testing.T) {
 	// still recovering may never be answered. A try can also land with its
 	// acknowledgement lost; the retry is then fenced, and the entry it
 	// finds after a.last is that try's (this test is the only writer).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Eventually(t, 30*time.Second, "an append after the restart", func() error {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
 		seq, err := e.log.Append(actx, "t", a.last, entry(1))
 		acancel()
 		if errors.Is(err, changelog.ErrFenced) {
 			seq, err = e.log.Last(ctx, "t")
 			if err == nil && seq <= a.last {
-				t.Fatalf("Append after restart fenced, but the subject ends at %d", seq)
+				return poll.Permanent(fmt.Errorf("Append after restart fenced, but the subject ends at %d", seq))
 			}
 		}
-		if err == nil {
-			a.last = seq
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Append after restart: %v", err)
-		}
-		select {
-		case <-time.After(50 * time.Millisecond): // polling NATS's recovery: no event to wait on
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		}
-	}
+		a.last = seq
+		return nil
+	})
 	if err := a.store.Apply("t", restore.Commit(entry(1), a.last)); err != nil {
 		t.Fatal(err)
 	}

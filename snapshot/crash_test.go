@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/handoffhq/handoff/internal/poll"
 	"github.com/handoffhq/handoff/restore"
 	"github.com/handoffhq/handoff/snapshot"
 	"github.com/handoffhq/handoff/snapshot/local"
@@ -116,7 +117,7 @@ func TestKilledUploadKeepsPreviousSnapshot(t *testing.T) {
 	}
 	// Kill it once its chunks are in the bucket, as a crash mid-upload
 	// leaves them.
-	waitFor(t, 10*time.Second, "the helper's chunks", func() error {
+	poll.Eventually(t, 10*time.Second, "the helper's chunks", func() error {
 		if _, chunks := bucketSubjects(t, e); chunks < 2 {
 			return fmt.Errorf("%d chunk subjects", chunks)
 		}

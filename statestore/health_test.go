@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/internal/logtest"
+	"github.com/handoffhq/handoff/internal/poll"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -130,16 +131,21 @@ func TestFailedFlushBacksOffAndRecovers(t *testing.T) {
 	fs.failSST.Store(true)
 	done := make(chan error, 1)
 	go func() { done <- s.db.Flush() }()
-	deadline := time.Now().Add(20 * time.Second)
-	pollUntil(t, deadline, func() bool { return s.Writable() != nil },
-		func() string { return "Writable stayed nil while flushes fail" })
+	poll.Eventually(t, 20*time.Second, "writes refused while flushes fail", func() error {
+		if s.Writable() == nil {
+			return errors.New("Writable is nil")
+		}
+		return nil
+	})
 	if err := s.Apply("t", commitN(2, 10)); !errors.Is(err, ErrFull) {
 		t.Fatalf("Apply while flushes fail for lack of space = %v, want ErrFull", err)
 	}
-	pollUntil(t, deadline, func() bool { return logs.Count("flush or compaction failed") >= 1 && fs.sstErrs.Load() >= 2 },
-		func() string {
-			return fmt.Sprintf("no second flush attempt (%d errors) or no log line", fs.sstErrs.Load())
-		})
+	poll.Eventually(t, 20*time.Second, "a second flush attempt and its log line", func() error {
+		if n := fs.sstErrs.Load(); logs.Count("flush or compaction failed") < 1 || n < 2 {
+			return fmt.Errorf("%d flush errors, %d log lines", n, logs.Count("flush or compaction failed"))
+		}
+		return nil
+	})
 	if n := logs.Count("flush or compaction failed"); n != 1 {
 		t.Fatalf("%d log lines for repeated flush failures, want 1", n)
 	}
@@ -147,8 +153,7 @@ func TestFailedFlushBacksOffAndRecovers(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Flush after space returned: %v", err)
 	}
-	pollUntil(t, deadline, func() bool { return s.Writable() == nil },
-		func() string { return fmt.Sprintf("Writable = %v after a flush succeeded", s.Writable()) })
+	poll.Eventually(t, 20*time.Second, "writes taken after a flush succeeded", s.Writable)
 	mustApply(t, s, "t", commitN(2, 10))
 }
 
@@ -184,11 +189,12 @@ func TestOpenOnFullDisk(t *testing.T) {
 		s, err := OpenWait(context.Background(), dir, opts)
 		res <- result{s, err}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	pollUntil(t, deadline, func() bool { return fs.usageCalls.Load() >= calls+2 }, // it tried at least twice
-		func() string {
-			return fmt.Sprintf("OpenWait on a full disk checked its space %d times in 30s, want it to keep trying", fs.usageCalls.Load()-calls)
-		})
+	poll.Eventually(t, 30*time.Second, "OpenWait on a full disk to check its space again", func() error {
+		if n := fs.usageCalls.Load() - calls; n < 2 { // it tried at least twice
+			return fmt.Errorf("it checked %d times, want it to keep trying", n)
+		}
+		return nil
+	})
 	fs.drain()
 	r := <-res
 	if r.err != nil {
@@ -218,17 +224,5 @@ func BenchmarkApply(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// pollUntil polls cond until it holds; once deadline passes, it fails the
-// test with msg.
-func pollUntil(t *testing.T, deadline time.Time, cond func() bool, msg func() string) {
-	t.Helper()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(msg())
-		}
-		<-time.After(5 * time.Millisecond) // polling a condition: there is no event to wait on
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/internal/logtest"
+	"github.com/handoffhq/handoff/internal/poll"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/rs/zerolog"
@@ -100,9 +101,7 @@ func TestSmallDiskTakesWritesWhileDataFits(t *testing.T) {
 	if err := os.Remove(other); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, time.Now().Add(30*time.Second), func() bool { return f.next() == nil }, func() string {
-		return fmt.Sprintf("writes not resumed after space returned: %v", f.next())
-	})
+	poll.Eventually(t, 30*time.Second, "writes to resume after space returned", f.next)
 
 	err = f.untilFull(t)
 	const wantData = 350 << 20
@@ -140,9 +139,12 @@ func TestShortOfSpaceFlushesWALs(t *testing.T) {
 	f := newFiller(s)
 	first := f.untilFull(t)
 	atFirst := f.data()
-	pollUntil(t, time.Now().Add(30*time.Second), func() bool { return f.next() == nil }, func() string {
-		u := storeUsage(vfs.Default, dir)
-		return fmt.Sprintf("writes never resumed after the reserve tripped with %s of data (%v); WAL files take %s\n%s", mib(atFirst), first, mib(u.wal), logs.String())
+	poll.Eventually(t, 30*time.Second, "writes to resume after the reserve tripped", func() error {
+		if err := f.next(); err != nil {
+			u := storeUsage(vfs.Default, dir)
+			return fmt.Errorf("%w; the reserve tripped with %s of data (%v); WAL files take %s\n%s", err, mib(atFirst), first, mib(u.wal), logs.String())
+		}
+		return nil
 	})
 	if logs.Count("flushing its memtables") == 0 {
 		t.Error("no log line for the flush")
@@ -178,9 +180,7 @@ func TestOpenCountsWALFilesItFrees(t *testing.T) {
 	wantMeta(t, s, Meta{Task: "t", Applied: f.seq, Epoch: 1})
 	f.s = s
 	// Pebble removes the old WAL files in the background.
-	pollUntil(t, time.Now().Add(30*time.Second), func() bool { return f.next() == nil }, func() string {
-		return fmt.Sprintf("commit after reopening: %v", f.next())
-	})
+	poll.Eventually(t, 30*time.Second, "a commit after reopening", f.next)
 }
 
 // storeOnFullDisk writes 1000 commits into a store on a small disk without
@@ -263,8 +263,12 @@ func TestOpenWaitAnswersContextWhilePebbleIsStuck(t *testing.T) {
 		s, err := OpenWait(ctx, dir, opts)
 		res <- openResult{s, err}
 	}()
-	pollUntil(t, time.Now().Add(30*time.Second), func() bool { return logs.Count("a flush or compaction failed") > 0 },
-		func() string { return "no failed flush while opening on a full disk:\n" + logs.String() })
+	poll.Eventually(t, 30*time.Second, "a failed flush while opening on a full disk", func() error {
+		if logs.Count("a flush or compaction failed") == 0 {
+			return errors.New("none logged:\n" + logs.String())
+		}
+		return nil
+	})
 	cancel()
 	select {
 	case r := <-res:
@@ -279,11 +283,11 @@ func TestOpenWaitAnswersContextWhilePebbleIsStuck(t *testing.T) {
 	}
 	var s *Store
 	var err error
-	pollUntil(t, time.Now().Add(30*time.Second), func() bool {
-		s, err = Open(dir, Options{MinFree: -1, Logger: zerolog.Nop()})
-		return err == nil
-	}, func() string {
-		return fmt.Sprintf("the abandoned open never released the store: %v\n%s", err, logs.String())
+	poll.Eventually(t, 30*time.Second, "the abandoned open to release the store", func() error {
+		if s, err = Open(dir, Options{MinFree: -1, Logger: zerolog.Nop()}); err != nil {
+			return fmt.Errorf("%w\n%s", err, logs.String())
+		}
+		return nil
 	})
 	defer s.Close()
 	wantMeta(t, s, Meta{Task: "t", Applied: applied, Epoch: 1})

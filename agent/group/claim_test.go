@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/internal/natstest"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // claimEnv is a group bucket on a real JetStream server.
@@ -181,13 +182,12 @@ func TestClaimRefreshRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, alive := e.holder(); alive; _, alive = e.holder() {
-		if time.Now().After(deadline) {
-			t.Fatal("the record did not expire")
+	poll.Eventually(t, 30*time.Second, "the record to expire", func() error {
+		if _, alive := e.holder(); alive {
+			return errors.New("it is still there")
 		}
-		Sleep(context.Background(), 50*time.Millisecond)
-	}
+		return nil
+	})
 	if err := c.Refresh(context.Background(), rec); err != nil {
 		t.Fatalf("Refresh after the record expired: %v", err)
 	}

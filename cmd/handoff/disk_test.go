@@ -13,10 +13,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/internal/disktest"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // commitHTTP commits one 8 KiB value to task at epoch and returns the
@@ -72,21 +72,21 @@ func TestFullDiskProcess(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	until := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(startDeadline)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
+	i := 0
+	commit := func(want func(status int) bool) func() error {
+		return func() error {
+			i++
+			if s, code := commitHTTP(t, a.api, "orders-0", epoch, i); !want(s) {
+				return fmt.Errorf("commit %d = %d %s", i, s, code)
 			}
-			<-time.After(20 * time.Millisecond) // polling a condition
+			return nil
 		}
 	}
-	i := 0
-	until("a first commit", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s == http.StatusOK })
+	accepted := func(s int) bool { return s == http.StatusOK }
+	poll.Eventually(t, startDeadline, "a first commit", commit(accepted))
 
 	fill := disktest.Fill(t, disk)
-	until("commits refused", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s != http.StatusOK })
+	poll.Eventually(t, startDeadline, "commits refused", commit(func(s int) bool { return s != http.StatusOK }))
 	for range 200 {
 		i++
 		if s, code := commitHTTP(t, a.api, "orders-0", epoch, i); s != http.StatusServiceUnavailable || code != api.CodeUnavailable {
@@ -103,7 +103,7 @@ func TestFullDiskProcess(t *testing.T) {
 	if err := os.Remove(fill); err != nil {
 		t.Fatal(err)
 	}
-	until("commits to resume", func() bool { i++; s, _ := commitHTTP(t, a.api, "orders-0", epoch, i); return s == http.StatusOK })
+	poll.Eventually(t, startDeadline, "commits to resume", commit(accepted))
 	if s := readyz(); s != http.StatusOK {
 		t.Fatalf("readyz after space returned = %d, want 200", s)
 	}

@@ -38,9 +38,10 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/api"
-	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/countworker"
+	"github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/natsembed"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // Defaults of Options.
@@ -114,14 +115,12 @@ type run struct {
 	token string
 	cfg   assign.Config
 
-	srv  *natsembed.Server
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	a, b *member
-	// The second member's in-process counter worker.
-	bCancel context.CancelFunc
-	bDone   chan struct{}
-	bErr    error
+	srv *natsembed.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	// a serves the worker under test; b, the second member, runs a
+	// counter worker of its own.
+	a, b *cluster.Local
 
 	rec     *recorder
 	px      *proxy
@@ -238,7 +237,7 @@ func (r *run) setup(ctx context.Context) (err error) {
 		agentAddr = api.UnixPrefix + filepath.Join(r.sockets, "agent.sock")
 		proxyAddr = api.UnixPrefix + filepath.Join(r.sockets, "api.sock")
 	}
-	if r.a, err = startMember(ctx, r.srv.ClientURL(), r.dir, agentAddr, DefaultGroup, "worker-under-test", r.token, r.cfg, r.log); err != nil {
+	if r.a, err = r.startMember(ctx, "worker-under-test", agentAddr, false); err != nil {
 		return err
 	}
 	if r.px, err = newProxy(r.a.URL(), proxyAddr, r.rec); err != nil {
@@ -246,7 +245,7 @@ func (r *run) setup(ctx context.Context) (err error) {
 	}
 	r.px.start()
 	r.prod = &producer{js: r.js, group: DefaultGroup, tasks: r.tasks, every: r.o.InputEvery, published: map[string][]message{}}
-	r.progress("agent %s on %s, worker's API (recording proxy) on %s", r.a.id, r.a.URL(), r.px.URL())
+	r.progress("agent %s on %s, worker's API (recording proxy) on %s", r.a.ID, r.a.URL(), r.px.URL())
 	r.worker, err = startWorker(r.o.Command, []string{
 		EnvSidecarURL + "=" + r.px.URL(),
 		EnvSidecarToken + "=" + r.token,
@@ -268,7 +267,7 @@ func (r *run) close() {
 		r.px.close()
 	}
 	if r.a != nil {
-		_ = r.a.stop()
+		_ = r.a.Stop(r.o.PhaseWait)
 	}
 	if r.sockets != "" {
 		_ = os.RemoveAll(r.sockets)
@@ -320,7 +319,7 @@ func (r *run) drive(ctx context.Context) {
 	})
 
 	r.progress("the worker's member leaves: every task is revoked, then the worker is told to shut down")
-	if _, err := r.a.agent.Leave(ctx); err != nil {
+	if _, err := r.a.Member.Agent.Leave(ctx); err != nil {
 		r.note("leave the worker's member: %v", err)
 		return
 	}
@@ -335,28 +334,32 @@ func (r *run) note(format string, args ...any) {
 // wait polls cond until it holds, the worker exits or the step's time is
 // up; it notes a step that did not complete.
 func (r *run) wait(ctx context.Context, what string, cond func() bool) bool {
-	deadline := time.Now().Add(r.o.PhaseWait)
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if cond() {
-			return true
+	late := fmt.Errorf("not within %v", r.o.PhaseWait)
+	phase, cancel := context.WithTimeoutCause(ctx, r.o.PhaseWait, late)
+	defer cancel()
+	err := poll.Until(phase, 20*time.Millisecond, func() error {
+		switch {
+		case cond():
+			return nil
+		case !r.worker.running():
+			return poll.Permanent(fmt.Errorf("the worker %s before that (see %s)", r.worker.status(), r.worker.logPath))
 		}
-		if !r.worker.running() {
-			r.note("%s: the worker %s before that (see %s)", what, r.worker.status(), r.worker.logPath)
-			return false
-		}
-		if time.Now().After(deadline) {
-			r.note("%s: not within %v", what, r.o.PhaseWait)
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
+		return errNotYet
+	})
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() != nil:
+	case errors.Is(err, errNotYet): // the phase's time is up
+		r.note("%s: %v", what, late)
+	default:
+		r.note("%s: %v", what, err)
 	}
+	return false
 }
+
+// errNotYet is the error of a condition that does not hold yet.
+var errNotYet = errors.New("not yet")
 
 // waitExit waits up to d for the worker to exit.
 func (r *run) waitExit(ctx context.Context, d time.Duration) {
@@ -430,24 +433,13 @@ func (r *run) injectFaults(ctx context.Context) {
 // waits until it holds its share of the tasks.
 func (r *run) join(ctx context.Context) bool {
 	var err error
-	if r.b, err = startMember(ctx, r.srv.ClientURL(), r.dir, "127.0.0.1:0", DefaultGroup, "second-member", r.token, r.cfg, r.log); err != nil {
+	if r.b, err = r.startMember(ctx, "second-member", "127.0.0.1:0", true); err != nil {
 		r.note("start the second member: %v", err)
 		return false
 	}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.bCancel, r.bDone = cancel, make(chan struct{})
-	go func() {
-		defer close(r.bDone)
-		r.bErr = countworker.Run(wctx, countworker.Options{
-			Client: client.New(r.b.URL(), client.WithToken(r.token)),
-			JS:     r.js,
-			Group:  DefaultGroup,
-			Logger: r.log.With().Str("member", r.b.id).Str("component", "worker").Logger(),
-		})
-	}()
 	share := r.o.Tasks / 2
 	return r.wait(ctx, "the second member takes its share of the tasks", func() bool {
-		return len(activeTasks(r.b.agent.Assignment())) == share
+		return len(activeTasks(r.b.Member.Agent.Assignment())) == share
 	})
 }
 
@@ -455,17 +447,17 @@ func (r *run) join(ctx context.Context) bool {
 // of its tasks on the way back, and waits until the worker's member holds
 // every task again.
 func (r *run) leaveSecond(ctx context.Context) bool {
-	r.moved = activeTasks(r.b.agent.Assignment())
+	r.moved = activeTasks(r.b.Member.Agent.Assignment())
 	r.px.hideNext(r.moved)
-	if _, err := r.b.agent.Leave(ctx); err != nil {
+	if _, err := r.b.Member.Agent.Leave(ctx); err != nil {
 		r.note("leave the second member: %v", err)
 		return false
 	}
 	ok := r.wait(ctx, "every task is active on the worker's member again", func() bool {
-		return len(activeTasks(r.a.agent.Assignment())) == r.o.Tasks
+		return len(activeTasks(r.a.Member.Agent.Assignment())) == r.o.Tasks
 	})
 	select {
-	case <-r.bDone:
+	case <-r.b.WorkerDone():
 	case <-time.After(r.o.PhaseWait):
 		r.note("the second member's worker did not shut down within %v", r.o.PhaseWait)
 	}
@@ -478,9 +470,7 @@ func (r *run) leaveSecond(ctx context.Context) bool {
 
 // stopSecond stops the second member's worker, then the member.
 func (r *run) stopSecond() error {
-	r.bCancel()
-	<-r.bDone
-	err := errors.Join(r.bErr, r.b.stop())
+	err := r.b.Stop(r.o.PhaseWait)
 	r.b = nil
 	return err
 }

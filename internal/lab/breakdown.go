@@ -5,19 +5,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/client"
-)
-
-// The agent log lines a hand-off's breakdown reads, each logged once its
-// step's work is done; docs/bench.md lists them with the process that logs
-// each, and the field (AgentEvent.Stamp) that dates the step.
-const (
-	LogTaskReleased      = "task released"      // the old owner; received: the release request arrived; appended: its release entry was appended (a direct hand-off)
-	LogTaskTakenOver     = "task taken over"    // the new owner of a direct hand-off; received: its tailer received the release entry; seen: it had applied what precedes it and took over; the line: the worker's view is bumped
-	LogReleaseSeen       = "release seen"       // the leader; seen: the member record brought the release
-	LogPlan              = "plan"               // the leader: a move of the generation it has published
-	LogGenerationApplied = "generation applied" // a member; seen: the generation record arrived; read: how long reading its assignment took
-	LogTaskActive        = "task active"        // the new owner; fenced: the epoch marker is appended and applied; the line: the worker's view is bumped
-	LogAgentStarted      = "agent started"      // an agent serves its API
+	"github.com/handoffhq/handoff/internal/cluster"
 )
 
 // stepMatchWindow is how far from its pause a step's line may be.
@@ -137,7 +125,7 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 		from, until := p.Start.Add(-stepMatchWindow), p.End.Add(stepMatchWindow)
 		within := func(e AgentEvent) bool { return !e.At.Before(from) && !e.At.After(until) }
 		for _, e := range agents {
-			if within(e) && e.Message == LogTaskReleased && e.Member == p.From && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.After(p.Released) {
+			if within(e) && e.Message == cluster.LogTaskReleased && e.Member == p.From && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.After(p.Released) {
 				// The last one before the worker heard back.
 				h.Steps[StepReleaseReceived], h.Steps[StepEntryAppended], h.Direct = e.Stamp, e.Appended, e.Direct
 			}
@@ -148,22 +136,22 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 				continue
 			}
 			switch {
-			case h.Direct && h.Steps[StepEntrySeen].IsZero() && e.Message == LogTaskTakenOver && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
+			case h.Direct && h.Steps[StepEntrySeen].IsZero() && e.Message == cluster.LogTaskTakenOver && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
 				h.Steps[StepEntryReceived], h.Steps[StepEntrySeen], h.Steps[StepViewBumped] = e.Received, e.Stamp, e.At
 			case h.Direct:
 				// The leader records a direct hand-off afterwards: its
 				// steps are not on the pause's path.
-			case h.Steps[StepLeaderSees].IsZero() && e.Message == LogReleaseSeen && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.Before(h.Steps[StepReleaseReceived]):
+			case h.Steps[StepLeaderSees].IsZero() && e.Message == cluster.LogReleaseSeen && e.Task == p.Task && e.Epoch == oldEpoch && !e.Stamp.Before(h.Steps[StepReleaseReceived]):
 				h.Steps[StepLeaderSees] = e.Stamp
-			case h.Steps[StepGeneration].IsZero() && e.Message == LogPlan && e.Task == p.Task && e.To == p.To &&
+			case h.Steps[StepGeneration].IsZero() && e.Message == cluster.LogPlan && e.Task == p.Task && e.To == p.To &&
 				(e.Kind == string(assign.MovePromote) || e.Kind == string(assign.MoveAssign)) && !e.At.Before(p.Start.Add(-time.Second)):
 				h.Steps[StepGeneration], gen = e.At, e.Generation
-			case h.Steps[StepActivationFenced].IsZero() && e.Message == LogTaskActive && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
+			case h.Steps[StepActivationFenced].IsZero() && e.Message == cluster.LogTaskActive && e.Member == p.To && e.Task == p.Task && e.Epoch == h.Epoch:
 				h.Steps[StepActivationFenced], h.Steps[StepViewBumped], h.Activation = e.Stamp, e.At, e.Activation
 			}
 		}
 		for _, e := range agents {
-			if h.Steps[StepNewOwnerSees].IsZero() && gen > 0 && within(e) && e.Member == p.To && e.Message == LogGenerationApplied && e.Generation >= gen {
+			if h.Steps[StepNewOwnerSees].IsZero() && gen > 0 && within(e) && e.Member == p.To && e.Message == cluster.LogGenerationApplied && e.Generation >= gen {
 				h.Steps[StepNewOwnerSees], h.AssignmentRead = e.Stamp, e.Read
 			}
 		}

@@ -1,20 +1,22 @@
-// Package lab runs a whole handoff group inside one process for `handoff
-// demo` and `handoff bench`: NATS (an embedded server, or one at a given
-// URL), members that each have their own agent, Pebble store, NATS
-// connections, worker HTTP API on 127.0.0.1:0 and counter worker
+// Package lab runs a whole handoff group for `handoff demo` and `handoff
+// bench`, inside this process or as processes (Options.Processes): NATS
+// (an embedded server, or one at a given URL), members that each have
+// their own agent, Pebble store, NATS connections, worker HTTP API on
+// 127.0.0.1:0 and counter worker
 // (package countworker), an input generator whose exact counts are
 // known, a pre-loaded changelog history, operations on members (add, leave
 // through the HTTP API, crash, restart keeping the data dir), a recorder of
 // every member's roles and every worker's events, and the final checks of
 // internal/invariants.
 //
-// It exists because the demo and the bench need the same group and the same
-// proof that counts came out exact, and neither of the other harnesses fits:
-// the agent's harness lives in its _test files, and internal/scenario runs
-// members as separate processes, which can neither start in a second nor
-// have their views sampled every few milliseconds. Here every member shares
-// one process and one clock, so a hand-off pause is the difference of two
-// timestamps of the same clock. Nothing here is for production.
+// Its members run on internal/cluster (cluster.Local in this process,
+// cluster.Process as processes), as the scenarios' and the agent tests' do;
+// what the lab adds is what the demo and the bench need of a group: a
+// recorder that samples every member's view every few milliseconds, the
+// pauses, replays and breakdowns read from it, and the proof that counts
+// came out exact. Every member's times come from one clock, the machine's,
+// so a hand-off pause is the difference of two timestamps of the same
+// clock. Nothing here is for production.
 package lab
 
 import (
@@ -39,6 +41,7 @@ import (
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/countworker"
+	"github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/proc"
 	"github.com/handoffhq/handoff/internal/redact"
@@ -105,7 +108,8 @@ type Lab struct {
 	log     zerolog.Logger
 
 	srv      *natsembed.Server
-	natsProc *proc.NATSServer // the nats-server process of a lab of processes
+	natsProc *proc.NATSServer       // the nats-server process of a lab of processes
+	procs    *cluster.ProcessConfig // how its members run, in a lab of processes
 	url      string
 	nc       *nats.Conn // the lab's own connection: input, history, recorder, checks
 	js       jetstream.JetStream
@@ -113,8 +117,7 @@ type Lab struct {
 	rec   *Recorder
 	input *Generator
 
-	kvMu sync.Mutex
-	kv   jetstream.KeyValue // the group's bucket, once a member created it
+	group *cluster.Group // the group's state in NATS
 
 	dumped atomic.Bool // a slow agent's stacks were written
 	readMu sync.Mutex  // one reader of the processes' logs at a time
@@ -153,6 +156,9 @@ func Open(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	if err := l.openNATS(); err != nil {
 		return nil, err
+	}
+	if opts.Processes != nil {
+		l.procs = l.processConfig()
 	}
 	if err := countworker.EnsureStream(ctx, l.js, countworker.StreamName(opts.Group), opts.Group); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
@@ -240,6 +246,7 @@ func (l *Lab) openNATS() error {
 		return fmt.Errorf("lab: jetstream: %w", err)
 	}
 	l.js = js
+	l.group = &cluster.Group{JS: js, Name: l.opts.Group}
 	return nil
 }
 

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -20,8 +17,8 @@ import (
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/httpapi"
+	"github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/sidecar"
-	"github.com/handoffhq/handoff/statestore"
 )
 
 // Member states in the lab (not the agent's states).
@@ -34,7 +31,8 @@ const (
 )
 
 // Member is one member of the lab: an agent with its store, connections,
-// HTTP API and counter worker. Its data directory survives a restart.
+// HTTP API and counter worker, in this process (cluster.Local) or as
+// processes (cluster.Process). Its data directory survives a restart.
 type Member struct {
 	ID  string
 	Dir string
@@ -51,28 +49,29 @@ type Member struct {
 	activationReplayed float64
 	starts             int
 	failures           []error // incarnations that could not be stopped
-	// procs are the member's processes when the lab runs processes.
-	procs *memberProcs
+	// procs is the member's processes when the lab runs processes, kept
+	// across restarts (their logs are appended to).
+	procs *cluster.Process
+	// unread are the worker events read from procs, not yet given to the
+	// recorder, and eventsRead how many procs.Events has given; both are
+	// guarded by the lab's readMu.
+	unread     []countworker.Event
+	eventsRead int
 }
 
 // incarnation is one start of a member, from start to teardown.
 type incarnation struct {
-	nc, workerNC *nats.Conn
-	store        *statestore.Store
-	agent        *agent.Agent
-	client       *client.Client
-	addr         string
-	reg          *prometheus.Registry
-	sc           *sidecar.Member     // the store, agent and API, wired
-	inputJS      jetstream.JetStream // the worker's
-	// procs is set, and the in-process parts above are not, when the
-	// member runs as processes; views follows the agent's view.
-	procs *memberProcs
-	views *viewFollower
-
-	cancelAgent, cancelAPI, cancelWorker context.CancelFunc
-	agentDone, apiDone, workerDone       chan struct{}
-	agentErr, apiErr, workerErr          error
+	local  *cluster.Local // the store, agent, API and worker, in process
+	reg    *prometheus.Registry
+	client *client.Client
+	addr   string
+	// procs is set, and local is not, when the member runs as processes;
+	// views follows the agent's view, and the channels close once the
+	// processes have exited.
+	procs                 *cluster.Process
+	views                 *viewFollower
+	agentDone, workerDone chan struct{}
+	workerErr             error // the worker process could not start
 
 	// calls counts the calls into the agent in flight (samples); stuck
 	// is set once one did not return within viewWait.
@@ -103,64 +102,46 @@ func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 		return m.openProcesses(ctx)
 	}
 	log := l.log.With().Str("member", m.ID).Logger()
-	inc := &incarnation{
-		agentDone: make(chan struct{}), apiDone: make(chan struct{}), workerDone: make(chan struct{}),
-		ended: make(chan struct{}),
-	}
-	var closers []func()
-	defer func() {
-		if err != nil {
-			for i := len(closers) - 1; i >= 0; i-- {
-				closers[i]()
-			}
-		}
-	}()
-	if inc.nc, err = l.connect("handoff-lab-agent-" + m.ID); err != nil {
-		return nil, err
-	}
-	closers = append(closers, inc.nc.Close)
-	if inc.workerNC, err = l.connect("handoff-lab-worker-" + m.ID); err != nil {
-		return nil, err
-	}
-	closers = append(closers, inc.workerNC.Close)
-	wjs, err := jetstream.New(inc.workerNC)
-	if err != nil {
-		return nil, fmt.Errorf("lab: jetstream for the worker of %s: %w", m.ID, err)
-	}
-	inc.reg = prometheus.NewRegistry()
-	inc.sc, err = sidecar.Open(ctx, inc.nc, sidecar.Options{
-		DataDir: m.Dir,
-		Agent: agent.Options{
-			Group: l.opts.Group, MemberID: m.ID, Config: l.opts.Config, Logger: l.log, Registerer: inc.reg,
-			RequireWorker: true, // its worker polls the API over HTTP, as in production
+	inc := &incarnation{ended: make(chan struct{}), reg: prometheus.NewRegistry()}
+	inc.local, err = cluster.OpenLocal(ctx, cluster.LocalOptions{
+		Connect: func(name string) (*nats.Conn, error) { return l.connect("handoff-lab-" + name) },
+		Sidecar: sidecar.Options{
+			DataDir: m.Dir,
+			Agent: agent.Options{
+				Group: l.opts.Group, MemberID: m.ID, Config: l.opts.Config, Logger: l.log, Registerer: inc.reg,
+				RequireWorker: true, // its worker polls the API over HTTP, as in production
+			},
+			Listen: l.listenAddr(m),
+			API: httpapi.Options{
+				Metrics: promhttp.HandlerFor(inc.reg, promhttp.HandlerOpts{}),
+				Logger:  log.With().Str("component", "api").Logger(),
+			},
+			Logger: log,
 		},
-		Listen: l.listenAddr(m),
-		API: httpapi.Options{
-			Metrics: promhttp.HandlerFor(inc.reg, promhttp.HandlerOpts{}),
-			Logger:  log.With().Str("component", "api").Logger(),
+		Worker: &countworker.Options{
+			Group:    l.opts.Group,
+			Batch:    l.opts.Batch,
+			MaxDelay: l.opts.MaxDelay,
+			NoCache:  l.opts.NoCache,
+			OnEvent:  func(e countworker.Event) { l.rec.workerEvent(m.ID, e) },
+			Logger:   log.With().Str("component", "worker").Logger(),
 		},
-		Logger: log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lab: open member %s: %w", m.ID, err)
+		return nil, fmt.Errorf("lab: %w", err)
 	}
-	inc.store, inc.agent = inc.sc.Store, inc.sc.Agent
-	inc.addr = inc.sc.Addr.String()
-	inc.client = client.New(apiURL(inc.addr))
-
-	inc.inputJS = wjs
+	inc.addr = inc.local.Member.Addr.String()
+	inc.client = client.New(cluster.APIURL(inc.addr))
 	return inc, nil
 }
 
 // abort closes an opened incarnation that never ran.
 func (inc *incarnation) abort() {
 	if inc.procs != nil {
-		inc.abortProcesses()
+		_ = inc.procs.Agent.Kill()
 		return
 	}
-	_ = inc.sc.Crash() // it never ran: there is no record to delete
-	inc.workerNC.Close()
-	inc.nc.Close()
+	inc.local.Abort()
 }
 
 // run starts an opened incarnation: agent, API and worker. It runs until
@@ -168,39 +149,9 @@ func (inc *incarnation) abort() {
 func (m *Member) run(inc *incarnation) {
 	if inc.procs != nil {
 		m.runProcesses(inc)
-		return
+	} else if err := inc.local.Start(); err != nil {
+		m.lab.log.Error().Err(err).Str("member", m.ID).Msg("start")
 	}
-	l := m.lab
-	log := l.log.With().Str("member", m.ID).Logger()
-	wjs := inc.inputJS
-	var runCtx context.Context
-	runCtx, inc.cancelAgent = context.WithCancel(context.Background())
-	go func() {
-		defer close(inc.agentDone)
-		inc.agentErr = inc.agent.Run(runCtx)
-	}()
-	var apiCtx context.Context
-	apiCtx, inc.cancelAPI = context.WithCancel(context.Background())
-	go func() {
-		defer close(inc.apiDone)
-		inc.apiErr = inc.sc.ServeAPI(apiCtx)
-	}()
-	var workerCtx context.Context
-	workerCtx, inc.cancelWorker = context.WithCancel(context.Background())
-	go func() {
-		defer close(inc.workerDone)
-		inc.workerErr = countworker.Run(workerCtx, countworker.Options{
-			Client:   inc.client,
-			JS:       wjs,
-			Group:    l.opts.Group,
-			Batch:    l.opts.Batch,
-			MaxDelay: l.opts.MaxDelay,
-			NoCache:  l.opts.NoCache,
-			OnEvent:  func(e countworker.Event) { l.rec.workerEvent(m.ID, e) },
-			Logger:   log.With().Str("component", "worker").Logger(),
-		})
-	}()
-
 	m.mu.Lock()
 	m.inc, m.state = inc, MemberRunning
 	m.starts++
@@ -208,11 +159,19 @@ func (m *Member) run(inc *incarnation) {
 	go m.supervise(inc)
 }
 
+// workerEnded is closed once the incarnation's worker has returned.
+func (inc *incarnation) workerEnded() <-chan struct{} {
+	if inc.procs != nil {
+		return inc.workerDone
+	}
+	return inc.local.WorkerDone()
+}
+
 // supervise tears the incarnation down once its worker returns on its own:
 // the agent said shutdown after a leave.
 func (m *Member) supervise(inc *incarnation) {
 	select {
-	case <-inc.workerDone:
+	case <-inc.workerEnded():
 		_ = m.teardown(inc, true, MemberLeft) // logged; Close reports it again
 	case <-inc.ended:
 	}
@@ -231,44 +190,25 @@ const stopWait = 20 * time.Second
 func (m *Member) teardown(inc *incarnation, graceful bool, state string) error {
 	inc.once.Do(func() {
 		defer close(inc.ended)
-		if inc.procs != nil {
-			m.teardownProcesses(inc, graceful, state)
-			return
-		}
 		m.mu.Lock() // no new samples from here on
 		if m.inc == inc {
 			m.inc, m.state = nil, state
 		}
 		m.mu.Unlock()
-		if !graceful {
-			inc.nc.Close() // the group sees nothing more from the member
-			inc.cancelAgent()
-			inc.cancelAPI()
+		if inc.procs != nil {
+			m.teardownProcesses(inc, graceful, state)
+			return
 		}
-		var stuck []string
 		t0 := time.Now()
-		inc.cancelWorker()
-		if !waitClosed(inc.workerDone, stopWait) {
-			stuck = append(stuck, "worker")
-		}
-		t1 := time.Now()
-		inc.cancelAPI()
-		if !waitClosed(inc.apiDone, stopWait) {
-			stuck = append(stuck, "API")
-		}
-		t2 := time.Now()
-		inc.cancelAgent()
-		if !waitClosed(inc.agentDone, stopWait) {
-			stuck = append(stuck, "agent")
-		}
-		m.lab.log.Debug().Str("member", m.ID).Dur("worker", t1.Sub(t0)).Dur("api", t2.Sub(t1)).Dur("agent", time.Since(t2)).Msg("teardown")
+		err := inc.local.Halt(graceful, stopWait)
+		m.lab.log.Debug().Str("member", m.ID).Dur("took", time.Since(t0)).Msg("teardown")
 		calls := make(chan struct{})
 		go func() {
 			inc.calls.Wait()
 			close(calls)
 		}()
-		if !waitClosed(calls, stopWait) {
-			stuck = append(stuck, "agent's view")
+		if !cluster.WaitClosed(calls, stopWait) {
+			err = errors.Join(err, fmt.Errorf("member %s: the agent's view did not return within %s", m.ID, stopWait))
 		}
 
 		replayed := counterValue(inc.reg, "handoff_activation_replayed_messages_total")
@@ -278,43 +218,23 @@ func (m *Member) teardown(inc *incarnation, graceful bool, state string) error {
 		if state == MemberLeft {
 			m.lab.rec.mark(Mark{Kind: MarkLeft, Member: m.ID})
 		}
-		if len(stuck) > 0 {
+		if err != nil {
 			// Closing the store under a running agent would crash the
 			// process: leave it open.
-			inc.err = fmt.Errorf("lab: member %s: %s did not stop within %s; left running", m.ID, strings.Join(stuck, ", "), stopWait)
+			inc.err = fmt.Errorf("lab: %w", err)
 			m.lab.log.Error().Err(inc.err).Str("member", m.ID).Msg("teardown")
 			m.mu.Lock()
 			m.failures = append(m.failures, inc.err)
 			m.mu.Unlock()
-			inc.workerNC.Close()
-			inc.nc.Close()
+			inc.local.CloseConnections()
 			return
 		}
-		closeMember := inc.sc.Crash // the record expires
-		if graceful {
-			closeMember = inc.sc.Close
-		}
-		if err := closeMember(); err != nil {
+		if err := inc.local.Close(graceful); err != nil {
 			m.lab.log.Warn().Err(err).Str("member", m.ID).Msg("close member")
 		}
-		inc.workerNC.Close()
-		inc.nc.Close()
 	})
 	<-inc.ended
 	return inc.err
-}
-
-// waitClosed waits until ch is closed, at most d; it reports whether ch
-// was closed.
-func waitClosed(ch <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // stop stops the member gracefully, without a leave, if it runs, and
@@ -325,7 +245,10 @@ func (m *Member) stop() error {
 	m.mu.RUnlock()
 	var err error
 	if inc != nil && m.teardown(inc, true, MemberStopped) == nil {
-		err = errors.Join(inc.agentErr, inc.apiErr, inc.workerErr)
+		err = inc.workerErr
+		if inc.local != nil {
+			err = inc.local.Err()
+		}
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -360,27 +283,13 @@ func (m *Member) Addr() string {
 // unix:PATH) while it runs.
 func (m *Member) URL() string {
 	if a := m.Addr(); a != "" {
-		return apiURL(a)
+		return cluster.APIURL(a)
 	}
 	return ""
 }
 
-// apiURL turns an API address (host:port, or unix:PATH) into the URL a
-// client takes.
-func apiURL(addr string) string {
-	if _, socket := api.SocketPath(addr); socket {
-		return addr
-	}
-	return "http://" + addr
-}
-
 // listenAddr is the address member m's API listens on.
-func (l *Lab) listenAddr(m *Member) string {
-	if l.opts.Socket {
-		return api.UnixPrefix + filepath.Join(m.Dir, "api.sock")
-	}
-	return "127.0.0.1:0"
-}
+func (l *Lab) listenAddr(m *Member) string { return cluster.Listen(m.Dir, l.opts.Socket) }
 
 // slowView is how long a sample's call into an agent may take before the
 // lab writes every goroutine's stack to its data directory (once), to show
@@ -426,10 +335,10 @@ func (m *Member) fetchView() <-chan viewResult {
 		out <- r
 	}()
 	go func() {
-		if !waitClosed(done, slowView) {
+		if !cluster.WaitClosed(done, slowView) {
 			m.lab.dumpStacks(m.ID)
 		}
-		if !waitClosed(done, viewWait) {
+		if !cluster.WaitClosed(done, viewWait) {
 			inc.stuck.Store(true)
 			m.lab.log.Error().Str("member", m.ID).Msgf("the agent has not answered for %s: it is stuck; the lab stops asking it", viewWait)
 		}
@@ -444,7 +353,7 @@ func (m *Member) ActivationReplayed() float64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.procs != nil {
-		return m.procs.replayedByActivations()
+		return float64(m.procs.Log.Replayed())
 	}
 	v := m.activationReplayed
 	if m.inc != nil {

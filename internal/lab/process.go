@@ -2,22 +2,17 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/countworker"
-	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/proc"
 )
 
@@ -35,22 +30,9 @@ type Processes struct {
 	AgentEnv  []string
 }
 
-// apiWait bounds how long an agent process may take to serve its API.
-const apiWait = 60 * time.Second
-
-// memberProcs are a member's processes and what the lab reads of them,
-// kept across the member's restarts (the logs are appended to).
-type memberProcs struct {
-	agent, worker *proc.Process
-	events        proc.LineReader // the worker's --events file
-	log           proc.LineReader // the agent's JSON log
-
-	mu          sync.Mutex
-	unread      []countworker.Event // worker events read, not yet given to the recorder
-	api         string              // from the last "agent started" line; "" before it
-	replayed    float64             // "task active" lines' replayed, summed
-	agentEvents []AgentEvent
-}
+// startWait bounds how long the lab's nats-server process may take to
+// start.
+const startWait = 60 * time.Second
 
 // AgentEvent is one line of an agent process's JSON log.
 type AgentEvent struct {
@@ -81,153 +63,65 @@ type AgentEvent struct {
 	Read *time.Duration `json:"read,omitempty"`
 }
 
-// agentLine holds the fields of an agent's log line the lab reads.
-type agentLine struct {
-	Time       time.Time `json:"time"`
-	Message    string    `json:"message"`
-	Task       string    `json:"task"`
-	To         string    `json:"to"`
-	Kind       string    `json:"kind"`
-	Epoch      uint64    `json:"epoch"`
-	Generation uint64    `json:"generation"`
-	Received   time.Time `json:"received"`
-	Seen       time.Time `json:"seen"`
-	Fenced     time.Time `json:"fenced"`
-	Appended   time.Time `json:"appended"`
-	Direct     bool      `json:"direct"`
-	Replayed   uint64    `json:"replayed"`
-	API        string    `json:"api"`
-	// A "task active" line's activation steps, in ms; nil where an agent
-	// does not log them.
-	WaitTailer *float64 `json:"waitTailer"`
-	StopTailer *float64 `json:"stopTailer"`
-	CatchUp    *float64 `json:"catchUp"`
-	Append     *float64 `json:"append"`
-	Apply      *float64 `json:"apply"`
-	// A "generation applied" line's read of the member's assignment, in ms.
-	Read *float64 `json:"read"`
+// agentEvent is member's log line a as the breakdown reads it.
+func agentEvent(member string, a cluster.AgentLine) AgentEvent {
+	ev := AgentEvent{Member: member, At: a.Time, Message: a.Message, Task: a.Task, To: a.To, Kind: a.Kind,
+		Epoch: a.Epoch, Generation: a.Generation, Stamp: a.Time, Appended: a.Appended, Direct: a.Direct}
+	if a.Message == cluster.LogTaskTakenOver {
+		ev.Received = a.Received
+	}
+	if a.Message == cluster.LogTaskActive && a.WaitTailer != nil {
+		for _, ms := range []*float64{a.WaitTailer, a.StopTailer, a.CatchUp, a.Append, a.Apply} {
+			var d time.Duration
+			if ms != nil {
+				d = time.Duration(*ms * float64(time.Millisecond))
+			}
+			ev.Activation = append(ev.Activation, d)
+		}
+	}
+	if a.Message == cluster.LogGenerationApplied && a.Read != nil {
+		d := time.Duration(*a.Read * float64(time.Millisecond))
+		ev.Read = &d
+	}
+	for _, s := range []time.Time{a.Received, a.Seen, a.Fenced} {
+		if !s.IsZero() {
+			ev.Stamp = s
+		}
+	}
+	return ev
+}
+
+// processConfig is how the lab's members run as processes.
+func (l *Lab) processConfig() *cluster.ProcessConfig {
+	po := l.opts.Processes
+	return &cluster.ProcessConfig{
+		Binaries:  po.Binaries,
+		NATSURL:   l.url,
+		Group:     l.opts.Group,
+		Config:    l.opts.Config,
+		LogLevel:  l.opts.AgentLevel.String(),
+		Socket:    l.opts.Socket,
+		AgentArgs: po.AgentArgs,
+		AgentEnv:  po.AgentEnv,
+		Batch:     l.opts.Batch,
+		MaxDelay:  l.opts.MaxDelay,
+		NoCache:   l.opts.NoCache,
+	}
 }
 
 // procsOf returns m's processes, preparing them on first use.
-func (m *Member) procsOf() (*memberProcs, error) {
+func (m *Member) procsOf() (*cluster.Process, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.procs != nil {
 		return m.procs, nil
 	}
-	if err := os.MkdirAll(m.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("lab: directory of %s: %w", m.ID, err)
+	p, err := cluster.NewProcess(m.lab.procs, m.ID, m.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
 	}
-	l := m.lab
-	po := l.opts.Processes
-	p := &memberProcs{
-		agent: &proc.Process{Name: "agent-" + m.ID, Path: po.Binaries.Handoff, Args: l.agentArgs(m),
-			LogPath: filepath.Join(m.Dir, "agent.log"), Env: po.AgentEnv},
-		worker: &proc.Process{Name: "worker-" + m.ID, Path: po.Binaries.Counter, LogPath: filepath.Join(m.Dir, "worker.log")},
-	}
-	p.events = proc.LineReader{Path: filepath.Join(m.Dir, "events.jsonl"), Parse: func(line []byte) error {
-		var e invariants.Event
-		if err := json.Unmarshal(line, &e); err != nil {
-			return err
-		}
-		p.mu.Lock()
-		p.unread = append(p.unread, countworker.Event{Time: e.Time, Kind: e.Type, Task: e.Task, Epoch: e.Epoch, Seq: e.Seq,
-			Checkpoint: e.Checkpoint, Records: e.Records, Code: e.Code})
-		p.mu.Unlock()
-		return nil
-	}}
-	p.log = proc.LineReader{Path: p.agent.LogPath, Parse: func(line []byte) error {
-		var a agentLine
-		if err := json.Unmarshal(line, &a); err != nil {
-			return err
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		switch a.Message {
-		case LogAgentStarted:
-			p.api = a.API
-		case LogTaskActive:
-			p.replayed += float64(a.Replayed)
-		}
-		ev := AgentEvent{Member: m.ID, At: a.Time, Message: a.Message, Task: a.Task, To: a.To, Kind: a.Kind,
-			Epoch: a.Epoch, Generation: a.Generation, Stamp: a.Time, Appended: a.Appended, Direct: a.Direct}
-		if a.Message == LogTaskTakenOver {
-			ev.Received = a.Received
-		}
-		if a.Message == LogTaskActive && a.WaitTailer != nil {
-			for _, ms := range []*float64{a.WaitTailer, a.StopTailer, a.CatchUp, a.Append, a.Apply} {
-				var d time.Duration
-				if ms != nil {
-					d = time.Duration(*ms * float64(time.Millisecond))
-				}
-				ev.Activation = append(ev.Activation, d)
-			}
-		}
-		if a.Message == LogGenerationApplied && a.Read != nil {
-			d := time.Duration(*a.Read * float64(time.Millisecond))
-			ev.Read = &d
-		}
-		for _, s := range []time.Time{a.Received, a.Seen, a.Fenced} {
-			if !s.IsZero() {
-				ev.Stamp = s
-			}
-		}
-		p.agentEvents = append(p.agentEvents, ev)
-		return nil
-	}}
 	m.procs = p
 	return p, nil
-}
-
-// agentArgs is member m's `handoff agent` command line: the lab's group
-// config as flags, JSON logs, an API on a free port.
-func (l *Lab) agentArgs(m *Member) []string {
-	c := l.opts.Config
-	args := []string{"agent",
-		"--nats", l.url,
-		"--group", l.opts.Group,
-		"--member-id", m.ID,
-		"--listen", l.listenAddr(m),
-		"--data-dir", filepath.Join(m.Dir, "data"),
-		"--log-format", "json",
-		"--log-level", l.opts.AgentLevel.String(),
-		"--handover", string(c.Handover),
-		"--acceptable-lag", strconv.FormatUint(c.AcceptableLag, 10),
-		"--max-learners", strconv.Itoa(c.MaxLearners),
-		"--max-learners-per-member", strconv.Itoa(c.MaxLearnersPerMember),
-		"--standbys", strconv.Itoa(c.Standbys),
-		"--session-timeout", c.SessionTimeout.D().String(),
-		"--leave-timeout", c.LeaveTimeout.D().String(),
-		"--release-timeout", c.ReleaseTimeout.D().String(),
-		"--stable-max-wait", c.StableMaxWait.D().String(),
-	}
-	if len(c.Stateful) > 0 {
-		args = append(args, "--tasks", strings.Join(c.Stateful, ","))
-	}
-	if len(c.Stateless) > 0 {
-		args = append(args, "--stateless-tasks", strings.Join(c.Stateless, ","))
-	}
-	return append(args, l.opts.Processes.AgentArgs...)
-}
-
-// workerArgs is the counter's command line against the agent at api.
-func (l *Lab) workerArgs(m *Member, api string) []string {
-	args := []string{
-		"--sidecar", apiURL(api),
-		"--nats", l.url,
-		"--group", l.opts.Group,
-		"--events", filepath.Join(m.Dir, "events.jsonl"),
-	}
-	if l.opts.Batch > 0 {
-		args = append(args, "--batch", strconv.Itoa(l.opts.Batch))
-	}
-	if l.opts.MaxDelay > 0 {
-		args = append(args, "--max-delay", l.opts.MaxDelay.String())
-	}
-	if l.opts.NoCache {
-		args = append(args, "--cache=false")
-	}
-	return args
 }
 
 // openProcesses starts m's agent process and waits until it serves its
@@ -237,49 +131,13 @@ func (m *Member) openProcesses(ctx context.Context) (*incarnation, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = p.log.Refresh() // what earlier runs logged, so that their address is not taken for this one's
-	p.mu.Lock()
-	p.api = ""
-	p.mu.Unlock()
-	if err := p.agent.Start(); err != nil {
+	if err := p.StartAgent(ctx); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	api, err := p.waitAPI(ctx)
-	if err != nil {
-		_ = p.agent.Kill()
-		return nil, fmt.Errorf("lab: the agent of %s: %w (see %s)", m.ID, err, p.agent.LogPath)
-	}
 	return &incarnation{
-		agentDone: make(chan struct{}), apiDone: make(chan struct{}), workerDone: make(chan struct{}),
-		ended: make(chan struct{}), procs: p, addr: api, client: client.New(apiURL(api)),
+		agentDone: make(chan struct{}), workerDone: make(chan struct{}),
+		ended: make(chan struct{}), procs: p, addr: p.Addr(), client: p.Client(),
 	}, nil
-}
-
-// waitAPI waits until the agent has logged its API address.
-func (p *memberProcs) waitAPI(ctx context.Context) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, apiWait)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	exited := p.agent.Exited()
-	for {
-		if err := p.log.Refresh(); err != nil {
-			return "", err
-		}
-		p.mu.Lock()
-		api := p.api
-		p.mu.Unlock()
-		if api != "" {
-			return api, nil
-		}
-		select {
-		case <-exited:
-			return "", fmt.Errorf("exited while starting: %v", p.agent.ExitErr())
-		case <-ctx.Done():
-			return "", fmt.Errorf("no API address logged: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
 
 // viewFollower long-polls an agent process's view and keeps the latest,
@@ -332,13 +190,12 @@ func (f *viewFollower) stop() {
 func (m *Member) runProcesses(inc *incarnation) {
 	p := inc.procs
 	inc.views = followView(inc.client)
-	agentExited := p.agent.Exited()
-	p.worker.Args = m.lab.workerArgs(m, inc.addr)
-	if err := p.worker.Start(); err != nil {
+	agentExited := p.Agent.Exited()
+	if err := p.SpawnWorker(); err != nil {
 		inc.workerErr = err
 		close(inc.workerDone)
 	} else {
-		workerExited := p.worker.Exited()
+		workerExited := p.Worker.Exited()
 		go func() {
 			<-workerExited
 			close(inc.workerDone)
@@ -347,13 +204,7 @@ func (m *Member) runProcesses(inc *incarnation) {
 	go func() {
 		<-agentExited
 		close(inc.agentDone)
-		close(inc.apiDone)
 	}()
-	m.mu.Lock()
-	m.inc, m.state = inc, MemberRunning
-	m.starts++
-	m.mu.Unlock()
-	go m.supervise(inc)
 }
 
 // teardownProcesses ends an incarnation of processes. After a leave the
@@ -362,25 +213,20 @@ func (m *Member) runProcesses(inc *incarnation) {
 // group sees nothing more from the member), the worker first for a stop.
 func (m *Member) teardownProcesses(inc *incarnation, graceful bool, state string) {
 	p := inc.procs
-	m.mu.Lock()
-	if m.inc == inc {
-		m.inc, m.state = nil, state
-	}
-	m.mu.Unlock()
 	var errs []error
 	switch {
 	case state == MemberLeft:
 		// An agent keeps serving after a leave over its API, until it is
 		// told to stop: it has left, so it exits at once.
-		_ = p.agent.Terminate()
-		if !waitClosed(inc.agentDone, stopWait) {
+		_ = p.Agent.Terminate()
+		if !cluster.WaitClosed(inc.agentDone, stopWait) {
 			errs = append(errs, fmt.Errorf("lab: the agent of %s did not exit within %s of its leave; killed", m.ID, stopWait))
 		}
-		errs = append(errs, p.agent.Kill())
+		errs = append(errs, p.Agent.Kill())
 	case graceful:
-		errs = append(errs, p.worker.Kill(), p.agent.Kill())
+		errs = append(errs, p.Worker.Kill(), p.Agent.Kill())
 	default:
-		errs = append(errs, p.agent.Kill(), p.worker.Kill())
+		errs = append(errs, p.Agent.Kill(), p.Worker.Kill())
 	}
 	<-inc.workerDone
 	<-inc.agentDone
@@ -396,13 +242,11 @@ func (m *Member) teardownProcesses(inc *incarnation, graceful bool, state string
 	}
 }
 
-// abortProcesses kills the agent of an incarnation that never ran.
-func (inc *incarnation) abortProcesses() { _ = inc.procs.agent.Kill() }
-
 // askView asks the running agent for its view: in process, or over HTTP.
 func (m *Member) askView(inc *incarnation) viewResult {
 	if inc.procs == nil {
-		return viewResult{view: inc.agent.Assignment(), leading: inc.agent.Leading(), ok: true}
+		a := inc.local.Member.Agent
+		return viewResult{view: a.Assignment(), leading: a.Leading(), ok: true}
 	}
 	v, ok := inc.views.view()
 	if !ok {
@@ -418,13 +262,12 @@ func (r *Recorder) groupLeader() string {
 	return r.group.Leader
 }
 
-// readProcessLogs takes in what the members' processes logged since the
-// last call: the agents' lines, and the workers' events, which it gives the
-// recorder in time order across the workers (a task's start on its new
-// owner must not come before its earlier start on the old one). The files
-// are read one after the other: an event dated after the first read may
-// still be missing from a file read before it came, so such events wait
-// for the next call.
+// readProcessLogs takes in what the members' workers logged since the
+// last call, and gives it the recorder in time order across the workers (a
+// task's start on its new owner must not come before its earlier start on
+// the old one). The files are read one after the other: an event dated
+// after the first read may still be missing from a file read before it
+// came, so such events wait for the next call.
 func (l *Lab) readProcessLogs() {
 	l.readMu.Lock()
 	defer l.readMu.Unlock()
@@ -434,21 +277,22 @@ func (l *Lab) readProcessLogs() {
 		e      countworker.Event
 	}
 	var events []memberEvent
-	for _, mp := range l.processes() {
-		p := mp.procs
-		_ = p.events.Refresh()
-		_ = p.log.Refresh()
-		p.mu.Lock()
-		later := p.unread[:0]
-		for _, e := range p.unread {
+	for _, m := range l.processes() {
+		read, _ := m.procs.Events.From(m.eventsRead)
+		m.eventsRead += len(read)
+		for _, e := range read {
+			m.unread = append(m.unread, countworker.Event{Time: e.Time, Kind: e.Type, Task: e.Task, Epoch: e.Epoch, Seq: e.Seq,
+				Checkpoint: e.Checkpoint, Records: e.Records, Code: e.Code})
+		}
+		later := m.unread[:0]
+		for _, e := range m.unread {
 			if e.Time.Before(cutoff) {
-				events = append(events, memberEvent{mp.id, e})
+				events = append(events, memberEvent{m.ID, e})
 			} else {
 				later = append(later, e)
 			}
 		}
-		p.unread = later
-		p.mu.Unlock()
+		m.unread = later
 	}
 	slices.SortStableFunc(events, func(a, b memberEvent) int { return a.e.Time.Compare(b.e.Time) })
 	for _, me := range events {
@@ -456,19 +300,13 @@ func (l *Lab) readProcessLogs() {
 	}
 }
 
-// memberProcesses is a member that runs as processes, and its processes.
-type memberProcesses struct {
-	id    string
-	procs *memberProcs
-}
-
 // processes returns the members that run as processes.
-func (l *Lab) processes() []memberProcesses {
-	var out []memberProcesses
+func (l *Lab) processes() []*Member {
+	var out []*Member
 	for _, m := range l.Members() {
 		m.mu.RLock()
 		if m.procs != nil {
-			out = append(out, memberProcesses{m.ID, m.procs})
+			out = append(out, m)
 		}
 		m.mu.RUnlock()
 	}
@@ -480,42 +318,24 @@ func (l *Lab) processes() []memberProcesses {
 func (l *Lab) AgentEvents() []AgentEvent {
 	l.readProcessLogs()
 	var out []AgentEvent
-	for _, mp := range l.processes() {
-		mp.procs.mu.Lock()
-		out = append(out, mp.procs.agentEvents...)
-		mp.procs.mu.Unlock()
+	for _, m := range l.processes() {
+		for _, a := range m.procs.Log.LinesAfter(0) {
+			out = append(out, agentEvent(m.ID, a))
+		}
 	}
 	slices.SortStableFunc(out, func(a, b AgentEvent) int { return a.At.Compare(b.At) })
 	return out
 }
 
-// replayedByActivations sums the "task active" lines' replayed counts of
-// every run of the agent: the activation-replay counter of its metrics,
-// which a killed process takes with it.
-func (p *memberProcs) replayedByActivations() float64 {
-	_ = p.log.Refresh()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.replayed
-}
-
 // startNATSProcess starts the lab's own nats-server process with JetStream.
 func (l *Lab) startNATSProcess() error {
-	servers, err := proc.NewNATSServers(l.opts.Processes.Binaries.NATSServer, filepath.Join(l.dir, "nats"), 1)
+	ctx, cancel := context.WithTimeout(context.Background(), startWait)
+	defer cancel()
+	servers, err := cluster.StartNATS(ctx, l.opts.Processes.Binaries.NATSServer, filepath.Join(l.dir, "nats"), 1)
 	if err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	n := servers[0]
-	if err := n.Start(); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), apiWait)
-	defer cancel()
-	if err := n.WaitHealthy(ctx); err != nil {
-		_ = n.Proc.Kill()
-		return fmt.Errorf("lab: %w", err)
-	}
-	l.natsProc, l.url = n, n.URL()
+	l.natsProc, l.url = servers[0], servers[0].URL()
 	return nil
 }
 
@@ -527,7 +347,7 @@ func (m *Member) AgentPid() int {
 	if m.procs == nil {
 		return 0
 	}
-	return m.procs.agent.Pid()
+	return m.procs.Agent.Pid()
 }
 
 // NATSPid is the pid of the lab's nats-server process; 0 when it runs none.

@@ -3,8 +3,6 @@ package lab
 import (
 	"context"
 	"time"
-
-	"github.com/handoffhq/handoff/agent/group"
 )
 
 // runSampler calls Sample every Options.SampleEvery until ctx ends.
@@ -73,19 +71,7 @@ func (l *Lab) views() (time.Time, []memberSample, uint64) {
 func (l *Lab) readGroup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	l.kvMu.Lock()
-	kv := l.kv
-	l.kvMu.Unlock()
-	if kv == nil {
-		var err error
-		if kv, err = l.js.KeyValue(ctx, group.BucketName(l.opts.Group)); err != nil {
-			return // no member has created the group yet
-		}
-		l.kvMu.Lock()
-		l.kv = kv
-		l.kvMu.Unlock()
-	}
-	if gv, err := group.ReadGroup(ctx, kv, l.opts.Group, nil); err == nil {
+	if gv, err := l.group.Read(ctx); err == nil { // an error: no member has created the group yet
 		l.rec.setGroup(gv)
 	}
 }

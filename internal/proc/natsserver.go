@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // NATSServer is one nats-server process with JetStream, alone or a node of
@@ -85,26 +87,18 @@ func (n *NATSServer) Start() error { return n.Proc.Start() }
 // current.
 func (n *NATSServer) WaitHealthy(ctx context.Context) error {
 	url := "http://127.0.0.1:" + strconv.Itoa(n.HTTPPort) + "/healthz"
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	var last error
-	for {
+	err := poll.Until(ctx, pollInterval, func() error {
 		select {
 		case <-n.Proc.Exited():
-			return fmt.Errorf("nats-server %s exited while starting (see %s): %v", n.Name, n.Proc.LogPath, n.Proc.ExitErr())
+			return poll.Permanent(fmt.Errorf("nats-server %s exited while starting (see %s): %v", n.Name, n.Proc.LogPath, n.Proc.ExitErr()))
 		default:
 		}
-		err := n.healthy(ctx, url)
-		if err == nil {
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nats-server %s not healthy: %w (last: %w)", n.Name, ctx.Err(), last)
-		case <-tick.C:
-		}
+		return n.healthy(ctx, url)
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("nats-server %s not healthy: %w", n.Name, err)
 	}
+	return err
 }
 
 // healthy checks /healthz and, on a cluster node, that the JetStream meta

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/agent/group"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // strayAgent prepares an agent process with m's command line, but a data
@@ -24,7 +25,7 @@ func (h *Harness) strayAgent(m *Member, name string, set map[string]string) *Pro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		h.t.Fatal(err)
 	}
-	args := slices.Clone(m.agentArgs)
+	args := slices.Clone(m.Agent.Args)
 	for i := 0; i+1 < len(args); i++ {
 		if args[i] == "--data-dir" {
 			args[i+1] = filepath.Join(dir, "data")
@@ -43,7 +44,7 @@ func (h *Harness) memberRecord(g, id string) group.MemberRecord {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var r group.MemberRecord
-	err := poll(30*time.Second, func() error { // the race's group may be new
+	err := poll.Within(30*time.Second, pollInterval, func() error { // the race's group may be new
 		kv, err := h.js.KeyValue(ctx, group.BucketName(g))
 		if err != nil {
 			return err
@@ -138,7 +139,7 @@ func TestDuplicateMemberID(t *testing.T) {
 	h.Eventually("one of two agents with one new ID refused", time.Minute, func() error {
 		switch {
 		case !a.Running() && !b.Running():
-			return permanent(errors.New("both exited"))
+			return poll.Permanent(errors.New("both exited"))
 		case !a.Running():
 			loser, winner = a, b
 		case !b.Running():

@@ -9,6 +9,7 @@ import (
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // Settled checks that gv is a finished, balanced assignment over exactly
@@ -86,7 +87,7 @@ func (h *Harness) WaitSettled(timeout time.Duration, members ...string) api.Grou
 			return err
 		}
 		if err := h.exited(); err != nil {
-			return permanent(err)
+			return poll.Permanent(err)
 		}
 		if err := Settled(gv, members...); err != nil {
 			return err
@@ -101,7 +102,7 @@ func (h *Harness) WaitSettled(timeout time.Duration, members ...string) api.Grou
 func (h *Harness) exited() error {
 	var errs []error
 	for _, m := range h.Members() {
-		for _, p := range m.expected() {
+		for _, p := range m.Expected() {
 			if !p.Running() {
 				errs = append(errs, fmt.Errorf("%s exited unexpectedly: %v (see %s)", p.Name, p.ExitErr(), p.LogPath))
 			}

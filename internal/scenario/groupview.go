@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -68,20 +67,7 @@ func Epochs(gv api.GroupView) map[string]uint64 {
 // member record reports it to the leader (the "positions" of the record
 // under members.<id>, see docs/ARCHITECTURE.md).
 func (h *Harness) Positions(member string) (map[string]uint64, error) {
-	if _, err := h.Group(); err != nil { // opens the bucket
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	e, err := h.kv.Get(ctx, "members."+member)
-	if err != nil {
-		return nil, fmt.Errorf("read the record of %s: %w", member, err)
-	}
-	var rec struct {
-		Positions map[string]uint64 `json:"positions"`
-	}
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, fmt.Errorf("decode the record of %s: %w", member, err)
-	}
-	return rec.Positions, nil
+	return h.group.Positions(ctx, member)
 }

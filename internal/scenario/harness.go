@@ -3,7 +3,6 @@ package scenario
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,8 @@ import (
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/internal/proc"
+	"github.com/handoffhq/handoff/internal/cluster"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // Harness runs one scenario: NATS, the members, the input generator, and
@@ -36,17 +36,14 @@ type Harness struct {
 
 	stateful  []string
 	stateless []string
+	procs     *cluster.ProcessConfig // how every member runs
 	members   map[string]*Member
 	order     []string
 	nc        *nats.Conn
 	js        jetstream.JetStream
-	kv        jetstream.KeyValue
+	group     *cluster.Group
 	progress  *progressLog
 }
-
-// httpClient calls agents; its timeout keeps a paused agent from hanging a
-// poll.
-var httpClient = &http.Client{Timeout: 5 * time.Second}
 
 // New builds the binaries (once per test binary), starts NATS, creates the
 // input stream, connects the harness's observers and registers the cleanup
@@ -76,21 +73,12 @@ func New(t testing.TB, o Options) *Harness {
 	}
 	t.Cleanup(h.cleanup)
 
-	if h.NATS, err = proc.NewNATSServers(bins.NATSServer, filepath.Join(h.Dir, "nats"), o.NATSNodes); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range h.NATS {
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, n := range h.NATS {
-		if err := n.WaitHealthy(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if h.NATS, err = cluster.StartNATS(ctx, bins.NATSServer, filepath.Join(h.Dir, "nats"), o.NATSNodes); err != nil {
+		t.Fatal(err)
 	}
+	h.procs = processConfig(o, bins, h.NATSURL())
 	h.nc, err = nats.Connect(h.NATSURL(), nats.Name("scenario-harness"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
@@ -99,6 +87,7 @@ func New(t testing.TB, o Options) *Harness {
 	if h.js, err = jetstream.New(h.nc); err != nil {
 		t.Fatal(err)
 	}
+	h.group = &cluster.Group{JS: h.js, Name: o.Group}
 	if err := h.createInput(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +115,7 @@ func expand(spec string) ([]string, error) {
 // would create it too, but the generator may publish first). Its duplicate
 // window makes the generator's retries idempotent.
 func (h *Harness) createInput(ctx context.Context) error {
-	err := poll(30*time.Second, func() error {
+	err := poll.Within(30*time.Second, pollInterval, func() error {
 		_, err := h.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:       "INPUT_" + h.opts.Group,
 			Subjects:   []string{"input." + h.opts.Group + ".>"},
@@ -184,10 +173,10 @@ func (h *Harness) AddAgent(id string) *Member {
 	}
 	h.members[id] = m
 	h.order = append(h.order, id)
-	if err := m.StartAgent(); err != nil {
+	if err := m.StartAgent(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
-	h.Logf("agent of %s started (pid %d, API on %s)", id, m.Agent.Pid(), m.api)
+	h.Logf("agent of %s started (pid %d, API on %s)", id, m.Agent.Pid(), m.Addr())
 	return m
 }
 
@@ -206,10 +195,10 @@ func (h *Harness) Restart(m *Member) {
 	if m.Running() {
 		h.t.Fatalf("restart %s: still running", m.ID)
 	}
-	if err := m.Start(); err != nil {
+	if err := m.Start(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
-	h.Logf("member %s restarted (agent pid %d on %s, worker pid %d)", m.ID, m.Agent.Pid(), m.api, m.Worker.Pid())
+	h.Logf("member %s restarted (agent pid %d on %s, worker pid %d)", m.ID, m.Agent.Pid(), m.Addr(), m.Worker.Pid())
 }
 
 // Member returns member id.
@@ -236,14 +225,7 @@ func (h *Harness) Members() []*Member {
 func (h *Harness) Group() (api.GroupView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if h.kv == nil {
-		kv, err := h.js.KeyValue(ctx, group.BucketName(h.opts.Group))
-		if err != nil {
-			return api.GroupView{}, fmt.Errorf("open the group's bucket: %w", err)
-		}
-		h.kv = kv
-	}
-	return group.ReadGroup(ctx, h.kv, h.opts.Group, nil)
+	return h.group.Read(ctx)
 }
 
 // WaitJetStream waits until JetStream answers for the group's streams (the

@@ -63,11 +63,13 @@ func (h *Harness) OnRevoke(what string, pick func(owner, target string) bool, fi
 // fires the trigger ("" for nothing).
 func (h *Harness) onGeneration(what string, judge func(group.MemberAssignment) string, fire func(inFlight string)) *Trigger {
 	h.t.Helper()
-	if _, err := h.Group(); err != nil { // opens the bucket before the goroutine uses it
+	ctx, cancel := context.WithCancel(context.Background())
+	kv, err := h.group.Bucket(ctx)
+	if err != nil {
+		cancel()
 		h.t.Fatalf("trigger on %s: %v", what, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := h.kv.WatchFiltered(ctx, []string{group.KeyGeneration, group.PrefixAssignment + ">"}, jetstream.UpdatesOnly())
+	w, err := kv.WatchFiltered(ctx, []string{group.KeyGeneration, group.PrefixAssignment + ">"}, jetstream.UpdatesOnly())
 	if err != nil {
 		cancel()
 		h.t.Fatalf("trigger on %s: watch the group's generations: %v", what, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/poll"
 )
 
 // Expect says what a scenario promises beyond the invariants every
@@ -102,7 +103,7 @@ func (h *Harness) Verify(x Expect) Report {
 	total := 0
 	for _, task := range h.stateful {
 		var recs []changelog.Record
-		err := poll(time.Minute, func() error { // a cluster may still be electing leaders
+		err := poll.Within(time.Minute, pollInterval, func() error { // a cluster may still be electing leaders
 			var err error
 			recs, err = changelog.ReadTask(ctx, h.js, h.opts.Group, task)
 			return err
@@ -149,7 +150,7 @@ func (h *Harness) Verify(x Expect) Report {
 		}
 	}
 	for _, m := range h.Members() {
-		if n, last := m.Events.r.Bad(); n > 0 {
+		if n, last := m.Events.Bad(); n > 0 {
 			h.Logf("%s's event log: %d undecodable lines (last %s)", m.ID, n, last)
 		}
 		if errs := m.Log.Errors(); len(errs) > 0 {

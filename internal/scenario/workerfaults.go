@@ -8,20 +8,6 @@ import (
 	"github.com/handoffhq/handoff/client"
 )
 
-// KillWorker SIGKILLs the member's worker only, as a crashed worker
-// container; its agent keeps running. StartWorker starts it again.
-func (m *Member) KillWorker() error {
-	m.workerUp = false
-	return m.Worker.Kill()
-}
-
-// PauseWorker SIGSTOPs the member's worker only, as a hung worker; its
-// agent keeps running. ResumeWorker SIGCONTs it.
-func (m *Member) PauseWorker() error { return m.Worker.Pause() }
-
-// ResumeWorker continues a worker paused by PauseWorker.
-func (m *Member) ResumeWorker() error { return m.Worker.Resume() }
-
 // WorkerState returns the state of member's worker in gv ("" if gv does
 // not list the member, or it requires no worker).
 func WorkerState(gv api.GroupView, member string) string {

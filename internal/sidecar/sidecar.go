@@ -1,8 +1,9 @@
 // Package sidecar is the one way to wire a member of a group: it opens the
 // member's local store, its agent and its worker API on a NATS connection
 // the caller owns, runs the agent and the API together, and closes them in
-// reverse order. The binary (handoff agent), the lab behind demo and bench,
-// and the agent's tests all wire their members with it.
+// reverse order. The binary (handoff agent) wires its member with it, and
+// so do the harnesses (the lab behind demo and bench, the conformance run,
+// the agent's tests) through internal/cluster's Local.
 package sidecar
 
 import (
@@ -135,7 +136,7 @@ func (m *Member) Run(ctx context.Context, beforeStop func()) error {
 	})
 	if m.API != nil {
 		g.Go(func() error {
-			err := m.ServeAPI(apiCtx)
+			err := m.serveAPI(apiCtx)
 			apiErr <- err
 			return err
 		})
@@ -178,10 +179,8 @@ func storeFailed(err error, onCorrupt statestore.CorruptPolicy) error {
 	return fmt.Errorf("the local store failed, stopping the agent so that the group moves its tasks; restart it once the cause in this message is dealt with (free space, if its disk is full): it keeps its store and replays what it lacks from the changelog: %w", err)
 }
 
-// ServeAPI serves the worker API until ctx ends, for a caller that runs the
-// agent and the API on its own (the lab stops them one at a time); Run
-// does this itself.
-func (m *Member) ServeAPI(ctx context.Context) error {
+// serveAPI serves the worker API until ctx ends.
+func (m *Member) serveAPI(ctx context.Context) error {
 	m.served.Store(true)
 	return m.API.Run(ctx)
 }

@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/internal/poll"
 	"github.com/handoffhq/handoff/internal/watchbuf"
 )
 
@@ -97,15 +99,14 @@ func checkCleanedUp(t *testing.T, out string, before int) {
 		t.Errorf("data directory %s still exists (stat: %v)", m[1], err)
 	}
 	// Idle HTTP connections and NATS readers end shortly after Close.
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before+2 {
-		if time.Now().After(deadline) {
+	poll.Eventually(t, 10*time.Second, "the demo's goroutines to end", func() error {
+		if n := runtime.NumGoroutine(); n > before+2 {
 			var b bytes.Buffer
 			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-			t.Fatalf("%d goroutines left, %d before the demo:\n%s", runtime.NumGoroutine(), before, b.String())
+			return fmt.Errorf("%d goroutines left, %d before the demo:\n%s", n, before, b.String())
 		}
-		<-time.After(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestParseDemo(t *testing.T) {
