@@ -176,7 +176,9 @@ func (a *Agent) query(ctx context.Context, id string, req group.QueryRequest) (a
 	if err != nil {
 		return api.QueryAnswer{}, fmt.Errorf("%w: no copy of task %s met the query's bound (%s) within its timeout (%w); retry, or accept a staler copy with max_lag", api.ErrUnavailable, id, boundString(req.Bound), err)
 	}
-	got.Routed = true
+	// This member's own copy may answer the request, once it meets the
+	// bound: then it was served here.
+	got.Routed = got.Member != a.opts.MemberID
 	return got.QueryAnswer, got.Err
 }
 
