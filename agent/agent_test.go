@@ -183,3 +183,35 @@ func TestFencedCommitReportsTakeover(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartAfterLeaveIsNotShutDown: the last member of a group leaves,
+// so that the generation telling it to shut down stays the latest until a
+// leader plans again, and is started again under its ID: it is a member
+// again, and never tells its new worker to shut down.
+func TestRestartAfterLeaveIsNotShutDown(t *testing.T) {
+	c := newCluster(t, testConfig("orders-0..3", ""))
+	c.start("m1")
+	poll.Eventually(t, 20*time.Second, "m1 owns every task", func() error { return balanced(c.view(), "m1") })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.members["m1"].a.Leave(ctx); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	if err := c.members["m1"].a.WaitDone(ctx); err != nil {
+		t.Fatalf("m1 was not told to shut down: %v", err)
+	}
+	c.stop("m1")
+	a := c.start("m1").a
+	var after uint64
+	for ctx.Err() == nil {
+		v := a.WaitAssignment(ctx, after)
+		if v.Shutdown || v.State == api.StateDone {
+			t.Fatalf("m1, started again after its leave, was told to shut down: %+v", v)
+		}
+		if v.State == api.StateMember && len(v.Tasks) > 0 {
+			return
+		}
+		after = v.Version
+	}
+	t.Fatalf("m1 did not become a member with tasks again: %+v", a.Assignment())
+}

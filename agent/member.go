@@ -91,6 +91,13 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 	defer a.log.Info().Uint64(fGeneration, g.Generation).Str(fSeen, stamp(seen)).Dur(fRead, read).Msg("generation applied")
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if mine.Shutdown && a.leavingSince == nil {
+		// A shutdown answers a leave, and this run of the member asked
+		// for none: the generation is from before it started (its
+		// previous run left under the same ID, and no leader has planned
+		// since). The next plan counts it a member again.
+		mine.Shutdown = false
+	}
 	a.generation = g.Generation
 	a.assigned = mine
 	a.assignedRev = rev
