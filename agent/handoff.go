@@ -29,11 +29,11 @@ import (
 // acknowledgement was lost and that did not land.
 const releaseAttempts = 3
 
-// staleDelivery is how long after it was stored a release entry may reach
-// its successor's tailer for the successor to trust that nothing followed
-// it (the pending count the server sent with it). A later delivery (the
-// process was paused, or the clocks disagree) is checked with the server
-// first.
+// staleDelivery is how long after it was stored a release entry may be
+// taken over from for the successor to trust that nothing followed it (the
+// pending count the server sent with it). Later (the process was paused
+// before the entry was delivered, or after and before it was applied, or
+// the clocks disagree), the successor asks the server first.
 const staleDelivery = time.Second
 
 // Release implements httpapi.Backend: the worker stopped a revoked task.
@@ -196,10 +196,11 @@ func (a *Agent) takeOver(t *task, rel restore.Release) bool {
 			Msg("a release entry names this member but later messages follow it; not taking the task over")
 		return false
 	}
-	if (!a.sessionLive() || rel.Received.Sub(rel.Stored) > staleDelivery) && !a.stillLast(t.id, rel.Seq) {
-		// The entry reached the tailer long after it was stored, or while
-		// this member's session may have lapsed (a pause): its pending
-		// count is old, and the group may have moved on since.
+	if (!a.sessionLive() || seen.Sub(rel.Stored) > staleDelivery) && !a.stillLast(t.id, rel.Seq) {
+		// The entry is taken over long after it was stored (its delivery
+		// or its turn in the tailer came late: a pause), or while this
+		// member's session may have lapsed: its pending count is old, and
+		// the group may have moved on since.
 		a.log.Warn().Str(fTask, t.id).Uint64(fSeq, rel.Seq).Uint64(fEpoch, rel.Epoch).
 			Msg("a release entry names this member, but this member's session may have lapsed and later messages follow it; not taking the task over")
 		return false
