@@ -260,8 +260,11 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		changed:      make(chan struct{}),
 		hbKick:       make(chan struct{}, 1),
 	}
+	// Before the first subscription: the query subscriptions of the tasks
+	// listed below answer from the moment they are made.
+	a.bgCtx, a.bgStop = context.WithCancel(context.Background())
 	if a.queries, err = newQueries(a); err != nil {
-		a.closeReplays()
+		a.closeOpened()
 		return nil, err
 	}
 	a.worker = newWorkerWatch(opts.RequireWorker, a.started)
@@ -275,12 +278,12 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	}
 	a.progress = newProgressBook(a.onReport)
 	if err := a.setConfig(cfg); err != nil {
-		a.closeReplays()
+		a.closeOpened()
 		return nil, err
 	}
 	metas, err := store.Tasks()
 	if err != nil {
-		a.closeReplays()
+		a.closeOpened()
 		return nil, fmt.Errorf("list local tasks: %w", err)
 	}
 	for _, m := range metas {
@@ -290,10 +293,9 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		a.owner = newIncarnation()
 	}
 	if a.claim, err = a.claimMemberID(ctx); err != nil {
-		a.closeReplays()
+		a.closeOpened()
 		return nil, err
 	}
-	a.bgCtx, a.bgStop = context.WithCancel(context.Background())
 	// Keep the caller's reconnect handler and add ours.
 	prev := nc.Opts.ReconnectedCB
 	nc.SetReconnectHandler(func(c *nats.Conn) {
@@ -305,7 +307,11 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	return a, nil
 }
 
-func (a *Agent) closeReplays() {
+// closeOpened undoes what Open made, on its error paths.
+func (a *Agent) closeOpened() {
+	if a.bgStop != nil {
+		a.bgStop()
+	}
 	if a.queries != nil {
 		a.queries.close()
 	}
@@ -372,7 +378,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // caller.
 func (a *Agent) Close() error {
 	a.stopAllTasks()
-	defer a.closeReplays()
+	defer a.closeOpened()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return a.claim.Release(ctx)
@@ -383,7 +389,7 @@ func (a *Agent) Close() error {
 // gone only when the record expires, as after a crash.
 func (a *Agent) Abandon() {
 	a.stopAllTasks()
-	a.closeReplays()
+	a.closeOpened()
 }
 
 func (a *Agent) stopAllTasks() {
