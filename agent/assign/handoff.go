@@ -86,11 +86,11 @@ func (p *planner) handOver(i int, to string, epoch, seq uint64, at time.Time, re
 	t := p.next[i]
 	p.move(i, MovePromote, t.Active, to, reason)
 	if old := p.byID[t.Active]; old != nil {
-		p.demoted[i] = old
+		p.task[i].demoted = old
 	}
 	p.removeMember(i, to)
 	t.Minted = max(t.Minted, epoch)
 	t.Active, t.Epoch, t.Revoke = to, epoch, nil
 	t.HandoffSeq, t.HandoffAt = seq, at
-	p.fixed[i] = true
+	p.task[i].newOwner = true
 }

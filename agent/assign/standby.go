@@ -1,252 +1,261 @@
 package assign
 
-import (
-	"cmp"
-	"slices"
-)
+import "slices"
 
 // placeStandbys keeps Config.Standbys warm copies of each owned stateful
-// task, and spreads them so that each eligible member's stateful actives
-// plus standbys are within one of its capacity-weighted share of all
-// stateful copies (see standbyQuotas). Members whose worker is detached or
-// lost count here: they may hold warm copies.
-//
-// A standby moves warm: when its member holds more than its quota, a new
-// standby is added on a member with room while the old one stays; once
-// the new copy has caught up (lag within the acceptable lag) the old one
-// is dropped. So a task never has fewer warm copies than configured, and
-// one more while a copy moves (see moveStandbys). Standbys being built
-// count against Config.MaxLearners and MaxLearnersPerMember, after the
-// learners.
-//
-// Missing standbys go to eligible members that are not the owner, a
-// learner, the revoke target or a standby of the task, preferring in this
-// order: a zone that the owner and the other standbys don't use, a member
-// with room under its quota, one with local state (or the owner the task
-// was just promoted away from), the most room, the lower ID. A standby
-// moves for balance only to a member with room, and never out of a zone
-// no other copy uses into one that another copy uses; a member none of
-// whose standbys can move to a member with room sheds one through a middle
-// member (see shedThroughMiddle).
-//
-// The standbys of a task that is moving (see moving) are neither added nor
-// moved until it arrives: its learner or standby target is a warm copy for
-// failover meanwhile, and a stable set of standbys keeps the move's
-// destination from shifting between plans.
+// task on eligible members other than its owner (members whose worker is
+// detached or lost included: they may hold warm copies). It computes the
+// standby target once (see standbyTarget) and moves each task's standbys
+// towards it (see towardsTarget).
 func (p *planner) placeStandbys() {
-	want := max(p.cfg.Standbys, 0)
-	for _, m := range p.members {
-		m.standbys = 0
-	}
-	var stateful []int
-	for i := range p.tasks {
-		if !p.tasks[i].Stateful {
-			continue
-		}
-		t := p.next[i]
-		for _, s := range t.Standbys {
-			p.byID[s].standbys++
-		}
-		if t.Active != "" {
-			stateful = append(stateful, i)
+	for _, t := range p.next {
+		if mv := t.StandbyMove; mv != nil && (mv.From == mv.To || !slices.Contains(t.Standbys, mv.From) || !slices.Contains(t.Standbys, mv.To)) {
+			t.StandbyMove = nil // a copy of the move is gone: the other is a plain standby
 		}
 	}
-	if len(stateful) == 0 || len(p.eligible) == 0 {
+	s := p.standbyTarget()
+	if s == nil {
 		return
 	}
-	p.need = make([]int, len(p.tasks))
-	p.holder = make([]*member, len(p.tasks))
-	for _, i := range stateful {
-		p.need[i] = p.standbysWanted(i, want)
-		if m := p.plannedOwner(i); m != nil {
-			p.holder[i] = m
-		} else if m := p.byID[p.next[i].Active]; m != nil && m.eligible {
-			p.holder[i] = m
+	budget := &buildBudget{p: p, total: -1}
+	for _, i := range s.tasks {
+		s.towardsTarget(i, budget)
+	}
+}
+
+// towardsTarget moves task i's standbys one step towards the target, by
+// one rule: a new copy is added before the copy it replaces is dropped.
+//
+//   - Standbys missing (a member died or left, a task is new) are added
+//     at once, from the target; those of a task that is moving only when
+//     this plan cost the task a zone (else it is topped up when it
+//     arrives, so that its destination does not shift between plans).
+//   - A standby move in flight (TaskAssignment.StandbyMove) ends when the
+//     copies the task keeps have caught up: the replaced copy is dropped.
+//     If the target wants the replaced copy back instead of the new one,
+//     the new one is dropped; if the task has no copy to spare (one was
+//     lost, or it may have more), both stay, plain standbys; if the
+//     replaced copy is to become the owner, its promotion ends the move.
+//   - Standbys beyond what the task can have (fewer members, a lower
+//     Config.Standbys) are dropped, those the target does not want first,
+//     once the copies it keeps have caught up unless two or more are over
+//     (a move's two copies count as one; the move gives way if nothing
+//     else is left to drop, and the planned owner's copy is never
+//     dropped).
+//   - Else, if the task stays where it is and its standbys differ from the
+//     target, one copy the target wants is added to replace one it does
+//     not want, the pair that spans the most zones: a standby move. It
+//     waits for room under the learner bounds, unless this plan cost the
+//     task a zone (a promotion, a member leaving) and the move wins it
+//     back.
+//
+// Nothing else is dropped: a task never has fewer warm copies than
+// configured while a copy moves, and one move per task runs at a time.
+func (s *standbyTarget) towardsTarget(i int, budget *buildBudget) {
+	p, t := s.p, s.p.next[i]
+	wanted := func(id string) bool {
+		return slices.ContainsFunc(s.copies[i], func(m *member) bool { return m.id == id })
+	}
+	mv := s.moveOf(i)
+	missing := s.need[i] - len(t.Standbys) + b2i(mv != nil)
+	if s.fixed[i] && s.span(i, nil, nil) >= p.startSpan(i) {
+		// Topped up when it arrives: a stable set of standbys keeps a
+		// move's destination from shifting between plans.
+		missing = 0
+	}
+	for _, m := range s.copies[i] {
+		if missing > 0 && !p.hasStandby(i, m.id) {
+			p.addStandby(i, m, reasonStandbys)
+			missing--
 		}
 	}
-	// Fill first, then balance what is there: the quotas that decide
-	// moves see every standby of this plan, so the next plan, seeing the
-	// same, decides the same.
-	p.standbyQuotas(stateful, want)
-	var zp *zonePicker
-	filled := false
-	for _, i := range stateful {
-		t := p.next[i]
-		need := p.need[i]
+	if mv == nil && t.StandbyMove != nil && p.changed(i) {
+		t.StandbyMove = nil // both copies are plain standbys now
+	}
+	for {
+		extra := len(t.Standbys) - s.need[i] - b2i(mv != nil)
+		if extra <= 0 {
+			break
+		}
+		var unwanted, rest []*member
+		for _, id := range t.Standbys {
+			switch m := p.byID[id]; {
+			case m == s.holder[i] || mv != nil && (id == mv.From || id == mv.To):
+			case wanted(id):
+				rest = append(rest, m)
+			default:
+				unwanted = append(unwanted, m)
+			}
+		}
+		drop := append(s.dropOrder(i, unwanted), s.dropOrder(i, rest)...)
+		if len(drop) < extra {
+			if mv == nil {
+				break // what is left is the planned owner's copy
+			}
+			p.dropStandby(i, mv.To, reasonTooMany) // the move gives way
+			t.StandbyMove, mv = nil, nil
+			continue
+		}
+		if extra == 1 && mv == nil && !p.othersCaughtUp(i, drop[0].id) {
+			return
+		}
+		for _, m := range drop[:extra] {
+			p.dropStandby(i, m.id, reasonTooMany)
+		}
+		if mv == nil {
+			return
+		}
+		break
+	}
+	if mv != nil {
 		switch {
-		case p.moving(i):
-			if len(t.Standbys) > need {
-				p.trimStandbys(i, need)
-				filled = true
-			}
-		case len(t.Standbys) < need:
-			if zp == nil {
-				zp = newZonePicker(p.eligible)
-			}
-			p.addStandbys(i, need, zp)
-			filled = true
+		case p.byID[mv.From] == s.holder[i] || t.Revoke != nil && t.Revoke.Target == mv.From:
+			return // the replaced copy is to become the owner: its promotion ends the move
+		case wanted(mv.From) && !wanted(mv.To):
+			p.dropStandby(i, mv.To, reasonNotNeeded)
+		case p.othersCaughtUp(i, mv.From):
+			p.dropStandby(i, mv.From, reasonBalance)
+		default:
+			return
+		}
+		t.StandbyMove = nil
+		return
+	}
+	if s.fixed[i] {
+		return
+	}
+	from, to, span := s.pair(i)
+	now := s.span(i, nil, nil)
+	if to == nil || !(now < p.startSpan(i) && span > now) && !budget.take(to) {
+		return
+	}
+	reason := reasonBalance
+	if span > now {
+		reason = reasonZones
+	}
+	p.addStandby(i, to, reason)
+	t.StandbyMove = &StandbyMove{From: from.id, To: to.id}
+}
+
+// pair picks a standby move of task i: a copy the target wants and one it
+// does not want that it would replace, the pair whose copies span the most
+// zones, then in the target's and drop order. to is nil if there is none.
+func (s *standbyTarget) pair(i int) (from, to *member, span int) {
+	var adds, drops []*member
+	for _, m := range s.copies[i] {
+		if !s.p.hasStandby(i, m.id) {
+			adds = append(adds, m)
 		}
 	}
-	// Then finish the moves whose new copy has caught up, and start the
-	// moves the standbys left then call for.
-	inFlight := p.standbyInFlight(stateful, want)
-	if inFlight {
-		p.standbyQuotas(stateful, want)
-		// Clear cases first: two moves through one member leave copies
-		// tied until the other move has finished.
-		var settled map[*member][]int
-		settledOnce := func() map[*member][]int {
-			if settled == nil {
-				settled = p.settledStandbys(stateful)
+	for _, id := range s.p.next[i].Standbys {
+		if m := s.p.byID[id]; !slices.Contains(s.copies[i], m) {
+			drops = append(drops, m)
+		}
+	}
+	span = -1
+	for _, a := range adds {
+		for _, d := range s.dropOrder(i, drops) {
+			if n := s.span(i, d, a); n > span {
+				from, to, span = d, a, n
 			}
-			return settled
 		}
-		if !p.lastStandbyMove(stateful) {
-			settledOnce = nil
+	}
+	return from, to, span
+}
+
+// span counts the zones of task i's copies (its owner and standbys), with
+// drop's copy dropped and add's added (each may be nil).
+func (s *standbyTarget) span(i int, drop, add *member) int {
+	t := s.p.next[i]
+	ids := append(append([]string{t.Active}, t.Standbys...), "")
+	if add != nil {
+		ids[len(ids)-1] = add.id
+	}
+	return s.p.zonesOf(ids, func(id string) bool { return drop != nil && id == drop.id })
+}
+
+// startSpan counts the zones of task i's copies in the current assignment
+// on live members.
+func (p *planner) startSpan(i int) int {
+	t := p.current[i]
+	if t == nil {
+		return 0
+	}
+	return p.zonesOf(append([]string{t.Active}, t.Standbys...), func(string) bool { return false })
+}
+
+// zonesOf counts the zones of the live members in ids, skipping those for
+// which skip is true.
+func (p *planner) zonesOf(ids []string, skip func(string) bool) int {
+	var seen []int
+	for _, id := range ids {
+		if m := p.byID[id]; m != nil && !skip(id) && !slices.Contains(seen, m.zone) {
+			seen = append(seen, m.zone)
 		}
-		for _, strict := range []bool{true, false} {
-			for _, i := range stateful {
-				if need := p.need[i]; !p.moving(i) && len(p.next[i].Standbys) > need {
-					p.finishStandbyMove(i, need, strict, settledOnce)
+	}
+	return len(seen)
+}
+
+// changed reports whether this plan recorded a move of task i.
+func (p *planner) changed(i int) bool {
+	return slices.ContainsFunc(p.moves, func(m Move) bool { return m.Task == p.tasks[i].ID })
+}
+
+// othersCaughtUp reports whether task i's standbys other than except have
+// caught up.
+func (p *planner) othersCaughtUp(i int, except string) bool {
+	for _, s := range p.next[i].Standbys {
+		if s != except && !p.caughtUp(i, s) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *planner) addStandby(i int, m *member, reason string) {
+	t := p.next[i]
+	t.Standbys = append(t.Standbys, m.id)
+	slices.Sort(t.Standbys)
+	p.move(i, MoveStandbyAdd, t.Active, m.id, reason)
+}
+
+func (p *planner) dropStandby(i int, id, reason string) {
+	t := p.next[i]
+	t.Standbys = nilIfEmpty(slices.DeleteFunc(t.Standbys, func(s string) bool { return s == id }))
+	p.move(i, MoveStandbyDrop, t.Active, id, reason)
+}
+
+// buildBudget is what the learner bounds leave for standbys being built:
+// they count after the learners, a standby being built being one that has
+// not caught up.
+type buildBudget struct {
+	p        *planner
+	total    int   // learners and standbys being built; -1 until counted
+	building []int // by member index
+}
+
+// take reserves one standby build on m, if the bounds allow.
+func (b *buildBudget) take(m *member) bool {
+	p, cfg := b.p, b.p.cfg
+	if cfg.MaxLearners <= 0 && cfg.MaxLearnersPerMember <= 0 {
+		return true
+	}
+	if b.total < 0 {
+		b.total, b.building = p.learnerTotal, make([]int, len(p.members))
+		for i, t := range p.next {
+			for _, s := range t.Standbys {
+				if !p.caughtUp(i, s) {
+					b.building[p.byID[s].index]++
+					b.total++
 				}
 			}
 		}
 	}
-	if filled || inFlight {
-		p.standbyQuotas(stateful, want)
+	if cfg.MaxLearners > 0 && b.total >= cfg.MaxLearners ||
+		cfg.MaxLearnersPerMember > 0 && p.learnersOn[m.index]+b.building[m.index] >= cfg.MaxLearnersPerMember {
+		return false
 	}
-	p.moveStandbys(stateful, want)
-}
-
-// addStandbys fills task i's standbys up to need.
-func (p *planner) addStandbys(i, need int, zp *zonePicker) {
-	t := p.next[i]
-	used := p.zonesUsed(i, "")
-	excluded := p.standbyExcluded(i)
-	added := false
-	for len(t.Standbys) < need {
-		m := p.pickStandby(i, zp, excluded, used, true)
-		if m == nil {
-			break
-		}
-		t.Standbys = append(t.Standbys, m.id)
-		used = append(used, m.zone)
-		zp.add(m)
-		added = true
-		p.move(i, MoveStandbyAdd, t.Active, m.id, reasonStandbys)
-	}
-	if added {
-		slices.Sort(t.Standbys)
-	}
-}
-
-// zonesUsed lists the zones of task i's owner and standbys, but skip's.
-func (p *planner) zonesUsed(i int, skip string) []string {
-	t := p.next[i]
-	var used []string
-	if owner := p.byID[t.Active]; owner != nil {
-		used = append(used, owner.zone)
-	}
-	for _, s := range t.Standbys {
-		if s != skip {
-			used = append(used, p.byID[s].zone)
-		}
-	}
-	return used
-}
-
-// standbyExcluded reports the members that cannot be a new standby of task
-// i: its owner, its standbys, its learners and its revoke target.
-func (p *planner) standbyExcluded(i int) func(*member) bool {
-	t := p.next[i]
-	return func(m *member) bool {
-		return m.id == t.Active || p.hasStandby(i, m.id) || p.learnerOn(i, m.id) ||
-			t.Revoke != nil && t.Revoke.Target == m.id
-	}
-}
-
-// moving reports whether task i is on its way to another member.
-func (p *planner) moving(i int) bool {
-	t := p.next[i]
-	return t.Revoke != nil || p.dest[i] != nil && p.dest[i].id != t.Active
-}
-
-// trimStandbys keeps want of task i's standbys: the revoke target (or the
-// task's destination) first, then the lowest lag, then the lowest ID.
-func (p *planner) trimStandbys(i, want int) {
-	t := p.next[i]
-	target := ""
-	if t.Revoke != nil {
-		target = t.Revoke.Target
-	} else if d := p.dest[i]; d != nil {
-		target = d.id
-	}
-	order := slices.Clone(t.Standbys)
-	slices.SortStableFunc(order, func(a, b string) int {
-		if (a == target) != (b == target) {
-			return boolFirst(a == target)
-		}
-		return cmp.Compare(p.lag(i, a), p.lag(i, b))
-	})
-	for _, s := range order[want:] {
-		p.move(i, MoveStandbyDrop, t.Active, s, reasonTooMany)
-		if m := p.byID[s]; m != nil {
-			m.standbys--
-		}
-	}
-	kept := order[:want]
-	slices.Sort(kept)
-	t.Standbys = nilIfEmpty(kept)
-}
-
-// pickStandby chooses a new standby for task i (see placeStandbys), or nil.
-// Unless fill, only members in a zone the task's copies don't use, or with
-// room, are considered.
-func (p *planner) pickStandby(i int, zp *zonePicker, excluded func(*member) bool, used []string, fill bool) *member {
-	warm := func(unusedZone bool) *member {
-		var best *member
-		consider := func(m *member) {
-			if m == nil || !m.eligible || excluded(m) || m.standbys >= m.squota || unusedZone && slices.Contains(used, m.zone) {
-				return
-			}
-			if best == nil || standbyLess(m, best) {
-				best = m
-			}
-		}
-		consider(p.demoted[i])
-		for _, e := range p.pos.of(i) {
-			consider(e.m)
-		}
-		return best
-	}
-	if m := warm(true); m != nil {
-		return m
-	}
-	if m := zp.pick(excluded, used, false); m != nil && (fill || m.standbys < m.squota) {
-		if m.standbys < m.squota {
-			return m
-		}
-		if w := warm(false); w != nil {
-			return w
-		}
-		return m
-	}
-	if m := warm(false); m != nil {
-		return m
-	}
-	m := zp.pick(excluded, used, true)
-	if m != nil && !fill && m.standbys >= m.squota {
-		return nil
-	}
-	return m
-}
-
-// standbyLess orders standby candidates: most room under the standby quota,
-// then ID.
-func standbyLess(a, b *member) bool {
-	ra, rb := a.squota-a.standbys, b.squota-b.standbys
-	if ra != rb {
-		return ra > rb
-	}
-	return a.id < b.id
+	b.total++
+	b.building[m.index]++
+	return true
 }
