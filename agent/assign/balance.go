@@ -27,7 +27,8 @@ type balancer struct {
 	// movingOut marks the tasks whose move to a learner is under way and
 	// can finish (see markMoving).
 	movingOut []bool
-	dest      []*member
+	// owner is each task's live owner (nil if none), dest its destination.
+	owner, dest []*member
 }
 
 // memberLoad is one capable member's counts while balance runs, by kind.
@@ -72,7 +73,7 @@ type memberLoad struct {
 func (p *planner) balance(capable []*member, held []*member) []*member {
 	n := len(p.tasks)
 	b := &balancer{p: p, capable: capable, slot: make([]int, len(p.members)), load: make([]memberLoad, len(capable)), held: held,
-		orphan: make([]bool, n), pinned: make([]bool, n), movingOut: make([]bool, n), dest: make([]*member, n)}
+		orphan: make([]bool, n), pinned: make([]bool, n), movingOut: make([]bool, n), owner: make([]*member, n), dest: make([]*member, n)}
 	for i := range b.slot {
 		b.slot[i] = -1
 	}
@@ -82,6 +83,7 @@ func (p *planner) balance(capable []*member, held []*member) []*member {
 	var total [2]int
 	for i, t := range p.next {
 		m := p.byID[t.Active]
+		b.owner[i] = m
 		k := kindOf(p.tasks[i].Stateful)
 		b.orphan[i] = m == nil || m.lost
 		b.pinned[i] = !b.orphan[i] && m.eligible && !b.can(m) && t.Revoke == nil
@@ -126,6 +128,13 @@ func (b *balancer) give(i int, m *member, k kind) {
 	}
 }
 
+// keeps reports whether task i is one its capable owner keeps unless it
+// is above its quota (step 2 of balance).
+func (b *balancer) keeps(i int) bool {
+	t := b.p.next[i]
+	return !(b.held != nil && b.held[i] != nil) && !b.orphan[i] && t.Revoke == nil && !b.p.task[i].newOwner && !b.pinned[i] && b.can(b.owner[i])
+}
+
 // balanceKind sets dest for the tasks of kind k (see balance).
 func (b *balancer) balanceKind(k kind) {
 	p := b.p
@@ -133,15 +142,24 @@ func (b *balancer) balanceKind(k kind) {
 		b.load[j].room[k] = b.load[j].quota[k]
 	}
 
-	// Step 1, and the tasks each capable owner keeps for step 2, by slot.
+	// Step 1, and the tasks each capable owner keeps for step 2, by slot
+	// (counted, then placed in one slab).
 	var shed, orphans []int
-	mine := make([][]int, len(b.capable))
+	mine, owned := make([][]int, len(b.capable)), make([]int, len(b.capable))
+	for i := range p.tasks {
+		if kindOf(p.tasks[i].Stateful) == k && b.keeps(i) {
+			owned[b.slot[b.owner[i].index]]++
+		}
+	}
+	flat := make([]int, len(p.tasks))
+	for j, n := range owned {
+		mine[j], flat = flat[:0:n], flat[n:]
+	}
 	for i := range p.tasks {
 		if kindOf(p.tasks[i].Stateful) != k {
 			continue
 		}
-		t := p.next[i]
-		owner := p.byID[t.Active]
+		t, owner := p.next[i], b.owner[i]
 		switch {
 		case b.held != nil && b.held[i] != nil:
 			b.give(i, b.held[i], k)
@@ -197,7 +215,7 @@ func (b *balancer) balanceKind(k kind) {
 
 	// Step 4.
 	slices.SortFunc(shed, func(a, c int) int {
-		la, lc := p.byID[p.next[a].Active].leaving, p.byID[p.next[c].Active].leaving
+		la, lc := b.owner[a].leaving, b.owner[c].leaving
 		if la != lc {
 			return boolFirst(la)
 		}

@@ -5,79 +5,82 @@ import (
 	"slices"
 )
 
-// standbyTarget is the members each owned stateful task's standbys should
-// be on, computed once per plan. It is the cheapest assignment of copies
-// for a cost that ranks, in this order:
+// standbyTarget is where each owned stateful task's standbys should be,
+// computed once per plan: the cheapest assignment of copies for a cost that
+// ranks, in this order,
 //
-//  1. zones: each task's copies (its planned owner and its standbys) span
-//     as many zones as members that may hold them allow, up to the copy
-//     count; a task's zones are its own, so this holds for every task;
+//  1. zones: each task's copies (its owner and standbys) span as many zones
+//     as the members that may hold them allow, up to the copy count;
 //  2. the copies axis: each eligible member's stateful copies (the tasks
-//     planned to end on it plus its standbys) are within the floor and
-//     ceiling of its capacity-weighted share of all copies, or as close as
-//     the zones allow, a member further off its share costing more
-//     (convex costs);
+//     planned to end on it plus its standbys) within the floor and ceiling
+//     of its capacity-weighted share of all copies, a member further off
+//     costing more (convex costs);
 //  3. stickiness: a standby in place stays.
 //
-// It starts from the standbys in place (a copy being replaced not counted,
-// the copy replacing it counted), fills what is missing, spreads each task
-// over the zones it can reach, then moves copies along the shortest chains
-// of members (see balanceCopies) while a chain lowers the cost of copies.
-// Zones are never traded for the copies axis, and the copies axis never
-// for stickiness.
+// It starts from the standbys in place (a move's replaced copy left out,
+// its new one kept), fills what is missing, spreads each task over the
+// zones it can reach, then moves copies along chains of members while a
+// chain lowers the cost of copies (balanceCopies). A task's zones are its
+// own, so rank 1 holds for every task whatever the others.
 type standbyTarget struct {
-	p     *planner
-	tasks []int // the owned stateful tasks
-	// By task index: holder is the member the task is planned to end on
-	// (its revoke target, else its destination, else its owner; nil if
-	// none is eligible); need the standbys it can have; fixed
-	// whether its standbys may only fill up (it is moving, or not yet on
-	// its planned owner); copies its standbys in the target.
-	holder []*member
-	need   []int
-	fixed  []bool
-	copies [][]*member
-	// By member index: actives counts the stateful tasks planned to end on
-	// it, count its standbys in the target, floor and ceil bound its share
-	// of all stateful copies.
-	actives, count, floor, ceil []int
-	// byZone lists the eligible members of each zone, by ID.
-	byZone [][]*member
+	p      *planner
+	tasks  []int       // the owned stateful tasks
+	task   []copyPlan  // by task index
+	member []copyLoad  // by member index
+	byZone [][]*member // the eligible members of each zone
+	on     [][]int     // see movable
 }
 
+// copyPlan is one task's part of the target.
+type copyPlan struct {
+	// holder is the member the task is planned to end on: its revoke
+	// target, else its destination, else its owner (nil if none is
+	// eligible). fixed: the task is moving or not on its holder, so its
+	// standbys may only be added to.
+	holder, owner *member // owner: the live owner (nil if dead)
+	fixed         bool
+	need          int       // the standbys it can have
+	copies        []*member // its standbys in the target
+}
+
+// copyLoad is one member's part of the target: the stateful tasks planned
+// to end on it (actives), its standbys in the target (count), and the
+// bounds of its share of all stateful copies.
+type copyLoad struct{ actives, count, floor, ceil int }
+
 func (p *planner) standbyTarget() *standbyTarget {
-	want := max(p.cfg.Standbys, 0)
-	if want == 0 || len(p.eligible) == 0 {
-		return nil
-	}
-	n, nm := len(p.tasks), len(p.members)
-	s := &standbyTarget{p: p, holder: make([]*member, n), need: make([]int, n), fixed: make([]bool, n), copies: make([][]*member, n),
-		actives: make([]int, nm), count: make([]int, nm), floor: make([]int, nm), ceil: make([]int, nm), byZone: make([][]*member, p.zones)}
-	copies, slab := 0, 0
+	want, copies := max(p.cfg.Standbys, 0), 0
+	s := &standbyTarget{p: p, task: make([]copyPlan, len(p.tasks)), member: make([]copyLoad, len(p.members)), byZone: make([][]*member, p.zones)}
+	slab := make([]*member, 0, (want+1)*len(p.tasks))
 	for i, t := range p.next {
-		if !p.tasks[i].Stateful || t.Active == "" || t.Revoke != nil && t.Revoke.Target == "" {
+		if want == 0 || !p.tasks[i].Stateful || t.Active == "" || t.Revoke != nil && t.Revoke.Target == "" {
 			continue // (a task being retired keeps no standbys)
 		}
-		s.tasks = append(s.tasks, i)
-		h := p.task[i].dest
+		owner, c := p.byID[t.Active], &s.task[i]
+		c.owner, c.holder, c.copies = owner, p.task[i].dest, slab[len(slab):len(slab):len(slab)+want+1]
+		slab = slab[:len(slab)+want+1]
 		if t.Revoke != nil {
-			h = p.byID[t.Revoke.Target]
-		} else if m := p.byID[t.Active]; h == nil && m != nil && m.eligible {
-			h = m
+			c.holder = p.byID[t.Revoke.Target]
+		} else if c.holder == nil && owner != nil && owner.eligible {
+			c.holder = owner
 		}
-		others := len(p.eligible)
-		if m := p.byID[t.Active]; m != nil && m.eligible {
-			others--
+		c.need = min(want, len(p.eligible)-b2i(owner != nil && owner.eligible))
+		c.fixed = c.holder == nil || c.holder != owner || p.moving(i)
+		if c.holder != nil {
+			s.member[c.holder.index].actives++
 		}
-		s.holder[i], s.need[i] = h, min(want, others)
-		s.fixed[i] = h == nil || h.id != t.Active || p.moving(i)
-		if h != nil {
-			s.actives[h.index]++
+		s.tasks = append(s.tasks, i)
+		copies += 1 + c.need
+		for _, id := range t.Standbys {
+			if mv := s.moveOf(i); mv == nil || mv.From != id {
+				s.add(i, p.byID[id])
+			}
 		}
-		copies += 1 + s.need[i]
-		slab += max(s.need[i], len(t.Standbys))
+		for len(c.copies) > c.need {
+			s.remove(i, s.dropOrder(i, c.copies)[0])
+		}
 	}
-	if len(s.tasks) == 0 {
+	if len(s.tasks) == 0 || len(p.eligible) == 0 {
 		return nil
 	}
 	var sum uint64
@@ -87,346 +90,146 @@ func (p *planner) standbyTarget() *standbyTarget {
 	}
 	for _, m := range p.eligible {
 		sh := shareOf(copies, m.weight, sum)
-		s.floor[m.index], s.ceil[m.index] = sh.floor, sh.floor+b2i(sh.frac > 0)
+		s.member[m.index].floor, s.member[m.index].ceil = sh.floor, sh.floor+b2i(sh.frac > 0)
 	}
-	// Start from the standbys in place, then fill and spread each task.
-	all := make([]*member, 0, slab)
 	for _, i := range s.tasks {
-		c := all[len(all):len(all)]
-		for _, id := range p.next[i].Standbys {
-			if m := p.byID[id]; !s.leavingCopy(i, id) && !(m == s.holder[i] && !s.fixed[i]) {
-				c = append(c, m)
-				s.count[m.index]++
+		c := &s.task[i]
+		for len(c.copies) < c.need {
+			m := s.best(i, nil)
+			if m == nil {
+				break
 			}
+			s.add(i, m)
 		}
-		all = all[:len(all)+len(c)]
-		s.copies[i] = c[:len(c):len(c)]
-		for len(s.copies[i]) > s.need[i] {
-			s.remove(i, s.dropOrder(i, s.copies[i])[0])
-		}
-	}
-	for _, i := range s.tasks {
-		s.fill(i)
-		if !s.fixed[i] {
-			s.spreadZones(i)
+		// A standby sharing a zone with another copy moves to a zone no
+		// copy uses, while one has a member that may hold it.
+		for !c.fixed && slices.ContainsFunc(c.copies, func(m *member) bool { return s.inZone(i, m.zone) > 1 }) {
+			to := s.best(i, func(z int) bool { return s.inZone(i, z) == 0 })
+			if to == nil {
+				break
+			}
+			s.remove(i, s.dropOrder(i, c.copies)[0])
+			s.add(i, to)
 		}
 	}
 	s.balanceCopies()
 	return s
 }
 
-// leavingCopy reports whether m's standby of task i is being replaced.
-func (s *standbyTarget) leavingCopy(i int, m string) bool {
-	mv := s.moveOf(i)
-	return mv != nil && mv.From == m
-}
-
-// moveOf is task i's standby move in flight, nil if none or if the task
-// has no copy to spare (one was lost meanwhile, or it may have more):
-// then both copies are plain standbys.
+// moveOf is task i's standby move in flight; nil if none, or if the task
+// has no copy to spare (one was lost, or it may have more): its two
+// copies are then plain standbys.
 func (s *standbyTarget) moveOf(i int) *StandbyMove {
-	if t := s.p.next[i]; len(t.Standbys) > s.need[i] {
+	if t := s.p.next[i]; len(t.Standbys) > s.task[i].need {
 		return t.StandbyMove
 	}
 	return nil
 }
 
-// excluded reports whether m may not hold a standby of task i: it is not
-// eligible, or it is the task's owner, planned owner, learner or revoke
-// target.
-func (s *standbyTarget) excluded(i int, m *member) bool {
-	t := s.p.next[i]
-	return !m.eligible || m.id == t.Active || m == s.holder[i] || s.p.learnerOn(i, m.id) || t.Revoke != nil && t.Revoke.Target == m.id
-}
-
-// candidate reports whether m may get a new standby of task i.
+// candidate reports whether m may get a new standby of task i: it is
+// eligible, not one of its standbys in the target, and not its owner,
+// planned owner, learner or revoke target.
 func (s *standbyTarget) candidate(i int, m *member) bool {
-	return !s.excluded(i, m) && !slices.Contains(s.copies[i], m)
+	t := s.p.next[i]
+	return m.eligible && m.id != t.Active && m != s.task[i].holder && !s.p.learnerOn(i, m.id) &&
+		t.Revoke.target() != m.id && !slices.Contains(s.task[i].copies, m)
 }
 
-// inZone counts task i's copies in zone z: its planned owner and its
-// standbys in the target.
+// inZone counts task i's copies in zone z: its owner and its standbys in
+// the target.
 func (s *standbyTarget) inZone(i, z int) int {
 	n := 0
-	if h := s.holder[i]; h != nil && h.zone == z {
+	if o := s.task[i].owner; o != nil && o.zone == z {
 		n++
 	}
-	for _, m := range s.copies[i] {
-		if m.zone == z {
-			n++
-		}
+	for _, m := range s.task[i].copies {
+		n += b2i(m.zone == z)
 	}
 	return n
 }
 
-// cost is what a member's x-th stateful copy costs the copies axis: 0
-// within its share's floor and ceiling, more the further off (convex).
+// cost is what m's x-th stateful copy costs: 0 within its share's floor
+// and ceiling, more the further off.
 func (s *standbyTarget) cost(m *member, x int) int {
-	switch f, c := s.floor[m.index], s.ceil[m.index]; {
-	case x <= f:
-		return x - f - 1
-	case x <= c:
-		return 0
-	default:
-		return x - c
-	}
+	l := s.member[m.index]
+	return min(x-l.floor-1, 0) + max(x-l.ceil, 0)
 }
 
-// take is what one more standby on m costs; give what m's last one costs.
-func (s *standbyTarget) take(m *member) int { return s.cost(m, s.actives[m.index]+s.count[m.index]+1) }
-func (s *standbyTarget) give(m *member) int { return s.cost(m, s.actives[m.index]+s.count[m.index]) }
+// take is what one more standby on m costs, give what its last one costs.
+func (s *standbyTarget) take(m *member) int { return s.cost(m, s.copiesOn(m)+1) }
+func (s *standbyTarget) give(m *member) int { return s.cost(m, s.copiesOn(m)) }
+func (s *standbyTarget) copiesOn(m *member) int {
+	return s.member[m.index].actives + s.member[m.index].count
+}
 
 func (s *standbyTarget) add(i int, m *member) {
-	s.copies[i] = append(s.copies[i], m)
-	s.count[m.index]++
+	s.task[i].copies = append(s.task[i].copies, m)
+	s.member[m.index].count++
 }
 
 func (s *standbyTarget) remove(i int, m *member) {
-	s.copies[i] = slices.DeleteFunc(s.copies[i], func(c *member) bool { return c == m })
-	s.count[m.index]--
+	s.task[i].copies = slices.DeleteFunc(s.task[i].copies, func(c *member) bool { return c == m })
+	s.member[m.index].count--
 }
 
-// dropOrder orders standbys ms of task i, the first to drop first: those
-// whose zone another copy (its planned owner or one of ms) uses, then the
-// highest lag, then the highest ID. A standby that is the task's planned
-// owner (a move towards a standby) goes last.
+// dropOrder orders ms, standbys of task i, the first to drop first: those
+// whose zone another copy (its owner or one of ms) uses, then the highest
+// lag, then the highest ID; its holder's copy (a move towards a standby)
+// last.
 func (s *standbyTarget) dropOrder(i int, ms []*member) []*member {
+	if len(ms) < 2 {
+		return ms
+	}
+	owner := s.task[i].owner
 	key := func(m *member) [3]uint64 {
-		alone := uint64(1)
-		for _, c := range append([]*member{s.holder[i]}, ms...) {
-			if c != nil && c != m && c.zone == m.zone {
-				alone = 0
-			}
+		alone := owner == nil || owner.zone != m.zone
+		for _, c := range ms {
+			alone = alone && (c == m || c.zone != m.zone)
 		}
-		return [3]uint64{uint64(b2i(m == s.holder[i])), alone, ^s.p.lag(i, m.id)}
+		return [3]uint64{uint64(b2i(m == s.task[i].holder)), uint64(b2i(alone)), ^s.p.lag(i, m.id)}
 	}
 	out := slices.Clone(ms)
 	slices.SortStableFunc(out, func(a, b *member) int {
 		ka, kb := key(a), key(b)
-		if c := slices.Compare(ka[:], kb[:]); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.id, a.id)
+		return cmp.Or(slices.Compare(ka[:], kb[:]), cmp.Compare(b.id, a.id))
 	})
 	return out
 }
 
-// better reports whether a is a better new standby of task i than b: in a
-// zone none of its copies (its owner and standbys) uses, then one that
-// none of its future copies (planned owner, learners, revoke target) uses,
-// then cheaper for the copies axis, then warm (the owner the task was just
-// promoted away from, or a member with local state), then the lower ID.
-func (s *standbyTarget) better(i int, a, b *member) bool {
-	ka, kb := s.rank(i, a), s.rank(i, b)
-	if c := slices.Compare(ka[:], kb[:]); c != 0 {
-		return c < 0
-	}
-	return a.id < b.id
-}
-
-func (s *standbyTarget) rank(i int, m *member) [4]int {
+// best is the best new standby of task i in a zone for which in is true
+// (nil: any), nil if none: in a zone none of its copies uses, then one
+// none of its future copies (holder, learners, revoke target) uses, then
+// the cheapest for the copies axis, then warm (the owner it was just
+// promoted away from, or a member with local state), then the lowest ID.
+func (s *standbyTarget) best(i int, in func(zone int) bool) *member {
 	p, t := s.p, s.p.next[i]
-	in := func(id string) bool { c := p.byID[id]; return c != nil && c.zone == m.zone }
-	used := in(t.Active) || slices.ContainsFunc(s.copies[i], func(c *member) bool { return c.zone == m.zone })
-	future := s.holder[i] != nil && s.holder[i].zone == m.zone || t.Revoke != nil && in(t.Revoke.Target)
+	future := []*member{s.task[i].holder, p.byID[t.Revoke.target()]}
 	for _, l := range t.Learners {
-		future = future || in(l.Member)
+		future = append(future, p.byID[l.Member])
 	}
-	warm := m == p.task[i].demoted || p.position(i, m) > 0
-	return [4]int{b2i(used), b2i(future), s.take(m), b2i(!warm)}
-}
-
-// best is the best candidate for a new standby of task i (see better)
-// among the members of zones for which ok is true; nil if none.
-func (s *standbyTarget) best(i int, ok func(zone int) bool) *member {
 	var best *member
+	var bestRank [4]int
 	for z, ms := range s.byZone {
-		if !ok(z) {
+		if in != nil && !in(z) {
 			continue
 		}
+		used := [2]int{b2i(s.inZone(i, z) > 0), b2i(slices.ContainsFunc(future, func(m *member) bool { return m != nil && m.zone == z }))}
 		for _, m := range ms {
-			if s.candidate(i, m) && (best == nil || s.better(i, m, best)) {
-				best = m
+			warm := m == p.task[i].demoted || p.position(i, m) > 0
+			if r := [4]int{used[0], used[1], s.take(m), b2i(!warm)}; s.candidate(i, m) && (best == nil || slices.Compare(r[:], bestRank[:]) < 0) {
+				best, bestRank = m, r // zones by index, members by ID: ties keep the first
 			}
 		}
 	}
 	return best
 }
 
-// fill adds standbys to task i up to what it can have.
-func (s *standbyTarget) fill(i int) {
-	for len(s.copies[i]) < s.need[i] {
-		m := s.best(i, func(int) bool { return true })
-		if m == nil {
-			return
-		}
-		s.add(i, m)
+// target is r's revoke target, "" for none.
+func (r *Revoke) target() string {
+	if r == nil {
+		return ""
 	}
-}
-
-// spreadZones moves task i's standbys that share a zone with another copy
-// to zones no copy uses, while such a zone has a member that may hold one:
-// the task's copies then span as many zones as they can.
-func (s *standbyTarget) spreadZones(i int) {
-	for {
-		var from *member
-		for _, m := range s.dropOrder(i, s.copies[i]) {
-			if s.inZone(i, m.zone) > 1 {
-				from = m
-				break
-			}
-		}
-		if from == nil {
-			return
-		}
-		to := s.best(i, func(z int) bool { return s.inZone(i, z) == 0 })
-		if to == nil {
-			return
-		}
-		s.remove(i, from)
-		s.add(i, to)
-	}
-}
-
-// balanceCopies moves standbys of the tasks that are not fixed along
-// chains of members while a chain lowers the cost of copies: a chain moves
-// a copy from its first member to its second, another from the second to
-// the third, and so on, so that only its ends change how many they hold,
-// and no move changes how many zones its task spans. The first chains
-// start on the members whose last copy costs the most; each is a shortest
-// one, and copies placed in this plan travel before copies in place. When
-// no chain is left, the copies axis is as balanced as the zones let it be.
-func (s *standbyTarget) balanceCopies() {
-	for {
-		var levels []int
-		low := 0
-		for j, m := range s.p.eligible {
-			if s.count[m.index] > 0 {
-				levels = append(levels, s.give(m))
-			}
-			if t := s.take(m); j == 0 || t < low {
-				low = t
-			}
-		}
-		slices.Sort(levels)
-		levels = slices.Compact(levels)
-		moved := false
-		for j := len(levels) - 1; j >= 0 && levels[j] > low && !moved; j-- {
-			moved = s.chain(levels[j])
-		}
-		if !moved {
-			return
-		}
-	}
-}
-
-// chain finds, breadth first, the shortest chain from a member whose last
-// copy costs at least g to one whose next copy costs less, and applies it.
-// It reports whether it did.
-func (s *standbyTarget) chain(g int) bool {
-	p := s.p
-	type hop struct{ from, task int }
-	via := make([]hop, len(p.members))
-	// free[z] skips, in zone z's members, those already reached.
-	free, at := make([][]int, len(s.byZone)), make([]int, len(p.members))
-	for z, ms := range s.byZone {
-		free[z] = make([]int, len(ms)+1)
-		for j, m := range ms {
-			free[z][j], at[m.index] = j, j
-		}
-		free[z][len(ms)] = len(ms)
-	}
-	next := func(z, j int) int {
-		for free[z][j] != j {
-			free[z][j] = free[z][free[z][j]]
-			j = free[z][j]
-		}
-		return j
-	}
-	reach := func(m *member, h hop) {
-		via[m.index] = h
-		free[m.zone][at[m.index]] = at[m.index] + 1
-	}
-	var queue []*member
-	for _, m := range p.eligible {
-		if s.count[m.index] > 0 && s.give(m) >= g {
-			queue = append(queue, m)
-		}
-	}
-	slices.SortStableFunc(queue, func(a, b *member) int { return cmp.Compare(s.give(b), s.give(a)) })
-	for _, m := range queue {
-		reach(m, hop{-1, -1})
-	}
-	on := s.onMembers()
-	var end *member
-	for q, level := 0, len(queue); q < len(queue); q++ {
-		a := queue[q]
-		for _, i := range on[a.index] {
-			for z, ms := range s.byZone {
-				if len(ms) == 0 || !s.neutral(i, a, ms[0]) {
-					continue // the move would change the task's zones
-				}
-				for j := next(z, 0); j < len(ms); j = next(z, j+1) {
-					if b := ms[j]; s.candidate(i, b) {
-						reach(b, hop{a.index, i})
-						queue = append(queue, b)
-						if t := s.take(b); t < g && (end == nil || t < s.take(end)) {
-							end = b
-						}
-					}
-				}
-			}
-		}
-		if q+1 == level {
-			if end != nil {
-				break // the shortest chains end at this depth: take the cheapest end
-			}
-			level = len(queue)
-		}
-	}
-	if end == nil {
-		return false
-	}
-	return s.applyChain(end, func(m *member) (*member, int) {
-		if h := via[m.index]; h.from >= 0 {
-			return p.members[h.from], h.task
-		}
-		return nil, 0
-	})
-}
-
-// applyChain moves the copies of the chain that ends on end, where back
-// gives each member's predecessor and the task whose copy it gets (nil for
-// the first). It undoes the moves and reports false if one of them, made
-// after the others, would change its task's zones.
-func (s *standbyTarget) applyChain(end *member, back func(*member) (*member, int)) bool {
-	type step struct {
-		task     int
-		from, to *member
-	}
-	var steps []step
-	for to := end; ; {
-		from, i := back(to)
-		if from == nil {
-			break
-		}
-		steps = append(steps, step{i, from, to})
-		to = from
-	}
-	for k := len(steps) - 1; k >= 0; k-- {
-		st := steps[k]
-		if s.candidate(st.task, st.to) && s.neutral(st.task, st.from, st.to) {
-			s.remove(st.task, st.from)
-			s.add(st.task, st.to)
-			continue
-		}
-		for _, done := range steps[k+1:] {
-			s.remove(done.task, done.to)
-			s.add(done.task, done.from)
-		}
-		return false
-	}
-	return true
+	return r.Target
 }
 
 // neutral reports whether moving task i's copy from one member to another
@@ -435,22 +238,136 @@ func (s *standbyTarget) neutral(i int, from, to *member) bool {
 	return from.zone == to.zone || (s.inZone(i, from.zone) > 1) == (s.inZone(i, to.zone) > 0)
 }
 
-// onMembers lists, by member index, the tasks whose target has a standby
-// on the member and is not fixed: copies placed in this plan first, then
-// by task.
-func (s *standbyTarget) onMembers() [][]int {
-	on := make([][]int, len(s.p.members))
-	for _, placed := range []bool{true, false} {
-		for _, i := range s.tasks {
-			if s.fixed[i] {
+// balanceCopies moves the standbys of tasks that are not fixed along
+// chains of members while a chain lowers the cost of copies: a chain moves
+// a copy from its first member to its second, another from the second to
+// the third, and so on, so that only its ends change how many they hold,
+// and none of its moves changes how many zones its task spans. Chains
+// start on the members whose last copy costs the most. When none lowers
+// the cost, the copies axis is as balanced as the zones let it be.
+func (s *standbyTarget) balanceCopies() {
+	for moved := true; moved; {
+		var gives []int
+		low := 0
+		for j, m := range s.p.eligible {
+			if s.member[m.index].count > 0 {
+				gives = append(gives, s.give(m))
+			}
+			if j == 0 || s.take(m) < low {
+				low = s.take(m)
+			}
+		}
+		slices.Sort(gives)
+		moved = false
+		for _, g := range slices.Backward(slices.Compact(gives)) {
+			if moved = g > low && s.chain(g, low); moved || g <= low {
+				break
+			}
+		}
+	}
+}
+
+// chain finds, breadth first, a shortest chain from a member whose last
+// copy costs g or more to one whose next copy costs less (of those, the
+// one whose next copy costs least; none costs less than low), moving
+// copies placed in this plan before copies in place, and moves its
+// copies; it reports whether it did. A chain carries one copy of a task at most, so its moves keep
+// their tasks' zones whatever their order.
+func (s *standbyTarget) chain(g, low int) bool {
+	p := s.p
+	type hop struct{ from, task int }
+	via, queued := make([]hop, len(p.members)), make([]bool, len(p.members))
+	var queue []*member
+	for _, m := range p.eligible {
+		if s.member[m.index].count > 0 && s.give(m) >= g {
+			via[m.index], queued[m.index] = hop{-1, -1}, true
+			queue = append(queue, m)
+		}
+	}
+	slices.SortStableFunc(queue, func(a, b *member) int { return cmp.Compare(s.give(b), s.give(a)) })
+	unreached := make([][]*member, len(s.byZone))
+	for z, ms := range s.byZone {
+		unreached[z] = slices.DeleteFunc(slices.Clone(ms), func(m *member) bool { return queued[m.index] })
+	}
+	on := s.movable()
+	carries := func(m *member, i int) bool {
+		for ; via[m.index].from >= 0; m = p.members[via[m.index].from] {
+			if via[m.index].task == i {
+				return true
+			}
+		}
+		return false
+	}
+	var end *member
+	for q, depth := 0, len(queue); q < len(queue); q++ {
+		a := queue[q]
+		for _, i := range on[a.index] {
+			if carries(a, i) {
 				continue
 			}
-			for _, m := range s.copies[i] {
-				if !s.p.hasStandby(i, m.id) == placed {
-					on[m.index] = append(on[m.index], i)
+			for z, ms := range unreached {
+				if len(ms) == 0 || !s.neutral(i, a, ms[0]) {
+					continue
+				}
+				left := ms[:0]
+				for _, b := range ms {
+					if !s.candidate(i, b) {
+						left = append(left, b)
+						continue
+					}
+					via[b.index] = hop{a.index, i}
+					queue = append(queue, b)
+					if end == nil && s.take(b) < g || end != nil && s.take(b) < s.take(end) {
+						end = b
+					}
+				}
+				unreached[z] = left
+			}
+		}
+		if end != nil && s.take(end) == low || q+1 == depth && end != nil {
+			break // the cheapest end of the shortest chains
+		}
+		if q+1 == depth {
+			depth = len(queue)
+		}
+	}
+	for m := end; m != nil && via[m.index].from >= 0; m = p.members[via[m.index].from] {
+		i, from := via[m.index].task, p.members[via[m.index].from]
+		s.remove(i, from)
+		s.add(i, m)
+		on[from.index] = slices.DeleteFunc(on[from.index], func(j int) bool { return j == i })
+		on[m.index] = append([]int{i}, on[m.index]...) // placed now: it moves first
+	}
+	return end != nil
+}
+
+// movable lists, by member index, the tasks that are not fixed whose
+// target has a standby on the member: copies placed in this plan first.
+// It is built once per plan, in one slab, and kept by chain.
+func (s *standbyTarget) movable() [][]int {
+	if s.on != nil {
+		return s.on
+	}
+	s.on = make([][]int, len(s.p.members))
+	n, total := make([]int, len(s.p.members)), 0
+	for _, i := range s.tasks {
+		for _, m := range s.task[i].copies {
+			n[m.index] += b2i(!s.task[i].fixed)
+			total += b2i(!s.task[i].fixed)
+		}
+	}
+	flat := make([]int, total)
+	for j, at := range n {
+		s.on[j], flat = flat[:0:at], flat[at:]
+	}
+	for _, placed := range []bool{true, false} {
+		for _, i := range s.tasks {
+			for _, m := range s.task[i].copies {
+				if !s.task[i].fixed && s.p.hasStandby(i, m.id) != placed {
+					s.on[m.index] = append(s.on[m.index], i)
 				}
 			}
 		}
 	}
-	return on
+	return s.on
 }

@@ -165,13 +165,6 @@ func replacedStandby(t *TaskAssignment) string {
 	return t.StandbyMove.From
 }
 
-func (r *Revoke) target() string {
-	if r == nil {
-		return ""
-	}
-	return r.Target
-}
-
 // zonedGroup is a random group for TestZonedGroups: 3-7 members in 1-4
 // zones, 1-3 standbys, 1-6 stateful tasks (and up to 2 stateless ones),
 // placed at random or not at all.
