@@ -17,14 +17,17 @@ import "slices"
 //     one is dropped; if that copy is to become the owner, the promotion
 //     ends the move.
 //   - Standbys beyond what a task can have (fewer members, a lower
-//     Config.Standbys) are dropped, those the target does not want; a
-//     single one only once the copies kept have caught up.
+//     Config.Standbys) are dropped, those the target does not want (never
+//     the planned owner's); a single one only once the copies kept have caught up and no stateful
+//     task is moving (it may be where one goes).
 //   - Else, if the task stays put and its standbys are not the target's,
 //     one the target wants is added to replace one it does not (the pair
-//     spanning the most zones): a standby move. It waits for room under the
-//     learner bounds, as standbys being built count against them after the
-//     learners, unless it wins back a zone this plan cost the task (a
-//     promotion, a member leaving).
+//     spanning the most zones): a standby move. One that gains no zone
+//     waits until no stateful task is moving or was just activated (the
+//     copies axis follows where tasks end). It waits for room under the learner bounds, as
+//     standbys being built count against them after the learners, unless
+//     it wins back a zone this plan cost the task (a promotion, a member
+//     leaving).
 //
 // Nothing else is dropped: a task never has fewer warm copies than
 // configured while one moves, and one move per task runs at a time.
@@ -84,14 +87,14 @@ func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) 
 	var buf [4]*member
 	unwanted := buf[:0]
 	for _, id := range t.Standbys {
-		if !wanted(id) {
-			unwanted = append(unwanted, p.byID[id])
+		if m := p.byID[id]; !wanted(id) && m != c.holder {
+			unwanted = append(unwanted, m)
 		}
 	}
 	unwanted = s.dropOrder(i, unwanted)
 	switch extra := len(t.Standbys) - c.need; {
 	case extra > b2i(mv != nil):
-		if drop := unwanted[:min(extra, len(unwanted))]; len(drop) > 0 && (extra > 1 || p.othersCaughtUp(i, drop[0].id)) {
+		if drop := unwanted[:min(extra, len(unwanted))]; len(drop) > 0 && (extra > 1 || s.settled && p.othersCaughtUp(i, drop[0].id)) {
 			for _, m := range drop {
 				p.dropStandby(i, m.id, reasonTooMany)
 			}
@@ -111,7 +114,7 @@ func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) 
 			return
 		}
 		now, then := s.span(i, nil, nil), s.span(i, from, to)
-		if !build(to, then > now && now < start()) {
+		if then <= now && !s.settled || !build(to, then > now && now < start()) {
 			return
 		}
 		reason := reasonBalance
