@@ -338,8 +338,8 @@ func (b *balancer) learnerDestination(i int, k kind) *member {
 }
 
 // warmDestination picks where shed task i should go if a member with room
-// holds it warm: a standby (lowest lag, then ID), else the member with the
-// furthest local copy. Nil if none.
+// holds it warm: a standby (lowest lag, then furthest local copy, then
+// ID), else the member with the furthest local copy. Nil if none.
 func (b *balancer) warmDestination(i int, k kind) *member {
 	p := b.p
 	t := p.next[i]
@@ -354,8 +354,11 @@ func (b *balancer) warmDestination(i int, k kind) *member {
 		if !ok(m) {
 			continue
 		}
-		if l := p.lag(i, s); best == nil || l < bestLag {
-			best, bestLag = m, l // standbys are sorted, so ties keep the lower ID
+		// Standbys are sorted, so ties keep the lower ID; a tie of lags
+		// (none reported, say) goes to the furthest local copy, so that a
+		// copy just placed does not take over from one in place.
+		if l := p.lag(i, s); best == nil || l < bestLag || l == bestLag && p.position(i, m) > p.position(i, best) {
+			best, bestLag = m, l
 		}
 	}
 	if best != nil {
