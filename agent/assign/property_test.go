@@ -22,7 +22,7 @@ func TestPlanProperties(t *testing.T) {
 			in := w.input()
 			res := Plan(in)
 			checkPlan(t, in, res)
-			w.settle(res)
+			w.publish(res)
 		}
 		// Every worker attaches, then the group settles.
 		for _, m := range w.live {

@@ -94,7 +94,7 @@ func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) 
 	unwanted = s.dropOrder(i, unwanted)
 	switch extra := len(t.Standbys) - c.need; {
 	case extra > b2i(mv != nil):
-		if drop := unwanted[:min(extra, len(unwanted))]; len(drop) > 0 && (extra > 1 || s.settled && p.othersCaughtUp(i, drop[0].id)) {
+		if drop := unwanted[:min(extra, len(unwanted))]; len(drop) > 0 && (extra > 1 || s.tasksAtRest && p.othersCaughtUp(i, drop[0].id)) {
 			for _, m := range drop {
 				p.dropStandby(i, m.id, reasonTooMany)
 			}
@@ -114,7 +114,7 @@ func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) 
 			return
 		}
 		now, then := s.span(i, nil, nil), s.span(i, from, to)
-		if then <= now && !s.settled || !build(to, then > now && now < start()) {
+		if then <= now && !s.tasksAtRest || !build(to, then > now && now < start()) {
 			return
 		}
 		reason := reasonBalance

@@ -29,9 +29,9 @@ type standbyTarget struct {
 	member []copyLoad  // by member index
 	byZone [][]*member // the eligible members of each zone
 	on     [][]int     // see movable
-	// settled: no stateful task is moving or got a new owner in this plan
+	// tasksAtRest: no stateful task is moving or got a new owner in this plan
 	// (the next plan may move it), so where copies count is final.
-	settled bool
+	tasksAtRest bool
 }
 
 // copyPlan is one task's part of the target.
@@ -53,7 +53,7 @@ type copyLoad struct{ actives, count, floor, ceil int }
 
 func (p *planner) standbyTarget() *standbyTarget {
 	want, copies := max(p.cfg.Standbys, 0), 0
-	s := &standbyTarget{p: p, task: make([]copyPlan, len(p.tasks)), member: make([]copyLoad, len(p.members)), byZone: make([][]*member, p.zones), settled: true}
+	s := &standbyTarget{p: p, task: make([]copyPlan, len(p.tasks)), member: make([]copyLoad, len(p.members)), byZone: make([][]*member, p.zones), tasksAtRest: true}
 	slab := make([]*member, 0, (want+1)*len(p.tasks))
 	for i, t := range p.next {
 		if want == 0 || !p.tasks[i].Stateful || t.Active == "" || t.Revoke != nil && t.Revoke.Target == "" {
@@ -69,7 +69,7 @@ func (p *planner) standbyTarget() *standbyTarget {
 		}
 		c.need = min(want, len(p.eligible)-b2i(owner != nil && owner.eligible))
 		c.fixed = c.holder == nil || c.holder != owner || p.moving(i)
-		s.settled = s.settled && !c.fixed && !p.task[i].newOwner
+		s.tasksAtRest = s.tasksAtRest && !c.fixed && !p.task[i].newOwner
 		if c.holder != nil {
 			s.member[c.holder.index].actives++
 		}
