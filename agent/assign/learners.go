@@ -291,3 +291,32 @@ func (p *planner) moveReason(i int) string {
 	}
 	return reasonBalance
 }
+
+// buildSlots returns a function that reserves room on m for one more
+// standby being built (one that has not caught up) under Config.MaxLearners
+// and MaxLearnersPerMember, after the learners admitLearners kept, and
+// reports whether it did; with anyway it counts the build whatever the
+// bounds. What is being built already is counted when the first build asks.
+func (p *planner) buildSlots() func(m *member, anyway bool) bool {
+	var building []int // by member index, counted when a move first asks
+	total := p.learnerTotal
+	return func(m *member, anyway bool) bool {
+		if building == nil {
+			building = make([]int, len(p.members))
+			for i, t := range p.next {
+				for _, id := range t.Standbys {
+					if !p.caughtUp(i, id) {
+						building[p.byID[id].index]++
+						total++
+					}
+				}
+			}
+		}
+		if !anyway && (p.cfg.MaxLearners > 0 && total >= p.cfg.MaxLearners ||
+			p.cfg.MaxLearnersPerMember > 0 && p.learnersOn[m.index]+building[m.index] >= p.cfg.MaxLearnersPerMember) {
+			return false
+		}
+		total, building[m.index] = total+1, building[m.index]+1
+		return true
+	}
+}

@@ -3,82 +3,45 @@ package assign
 import "slices"
 
 // placeStandbys keeps Config.Standbys warm copies of each owned stateful
-// task on eligible members other than its owner (those whose worker is
-// detached or lost included). It computes the standby target once (see
-// standbyTarget) and moves each task's standbys towards it by one rule: a
-// new copy is added before the copy it replaces is dropped.
-//
-//   - Missing standbys are added at once, from the target, those spanning
-//     the most zones first; a moving task's only if this plan cost it a
-//     zone (else when it arrives, so that its destination stays put).
-//   - A standby move in flight (TaskAssignment.StandbyMove) ends once the
-//     copies the task keeps have caught up: the replaced copy is dropped.
-//     If the target wants that copy back rather than the new one, the new
-//     one is dropped; if that copy is to become the owner, the promotion
-//     ends the move.
-//   - Standbys beyond what a task can have (fewer members, a lower
-//     Config.Standbys) are dropped, those the target does not want (never
-//     the planned owner's); a single one only once the copies kept have caught up and no stateful
-//     task is moving (it may be where one goes).
-//   - Else, if the task stays put and its standbys are not the target's,
-//     one the target wants is added to replace one it does not (the pair
-//     spanning the most zones): a standby move. One that gains no zone
-//     waits until no stateful task is moving or was just activated (the
-//     copies axis follows where tasks end). It waits for room under the learner bounds, as
-//     standbys being built count against them after the learners, unless
-//     it wins back a zone this plan cost the task (a promotion, a member
-//     leaving).
-//
-// Nothing else is dropped: a task never has fewer warm copies than
-// configured while one moves, and one move per task runs at a time.
+// task on eligible members other than its owner (detached or lost workers
+// included): it computes the standby target once (see standbyTarget), then
+// moves each task's standbys towards it by one rule, a new copy added
+// before the one it replaces is dropped and nothing else dropped between,
+// one move per task at a time (see towardsTarget).
 func (p *planner) placeStandbys() {
 	for _, t := range p.next {
 		if mv := t.StandbyMove; mv != nil && (mv.From == mv.To || !slices.Contains(t.Standbys, mv.From) || !slices.Contains(t.Standbys, mv.To)) {
 			t.StandbyMove = nil // one of its copies is gone, and the move with it
 		}
 	}
-	s := p.standbyTarget()
-	if s == nil {
-		return
-	}
-	var building []int // by member index, counted when a move first asks
-	total := p.learnerTotal
-	build := func(m *member, anyway bool) bool {
-		if building == nil {
-			building = make([]int, len(p.members))
-			for i, t := range p.next {
-				for _, id := range t.Standbys {
-					if !p.caughtUp(i, id) {
-						building[p.byID[id].index]++
-						total++
-					}
-				}
-			}
+	if s := p.standbyTarget(); s != nil {
+		build := p.buildSlots()
+		for _, i := range s.tasks {
+			s.towardsTarget(i, build)
 		}
-		if !anyway && (p.cfg.MaxLearners > 0 && total >= p.cfg.MaxLearners ||
-			p.cfg.MaxLearnersPerMember > 0 && p.learnersOn[m.index]+building[m.index] >= p.cfg.MaxLearnersPerMember) {
-			return false
-		}
-		total, building[m.index] = total+1, building[m.index]+1
-		return true
-	}
-	for _, i := range s.tasks {
-		s.towardsTarget(i, build)
 	}
 }
 
-// towardsTarget moves task i's standbys one step towards the target (see
-// placeStandbys); build reserves room under the learner bounds.
+// towardsTarget moves task i's standbys one step towards the target
+// (build reserves room under the learner bounds, see buildSlots): missing
+// standbys are added at once, spanning the most zones first (a moving
+// task's only if this plan cost it a zone, so that its destination stays
+// put); surplus ones are dropped, those the target does not want, never
+// the planned owner's, a lone one once the others caught up and the tasks
+// are at rest (it may be where one goes); a move in flight ends once the
+// copies kept have caught up, dropping the replaced copy (the new one if
+// the target wants the old one back; the promotion ends it if the old one
+// becomes the owner); else, if the task stays put, a copy the target wants
+// is added to replace one it does not, the pair spanning the most zones,
+// waiting until the tasks are at rest unless it gains a zone (the copies
+// axis follows where tasks end), and for room under the learner bounds
+// unless it wins back a zone this plan cost the task.
 func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) bool) {
 	p, t, c, mv := s.p, s.p.next[i], &s.task[i], s.moveOf(i)
 	wanted := func(id string) bool { return slices.Contains(c.copies, p.byID[id]) }
-	start := func() int { // the zones of its copies at the start of the plan
-		if ct := p.current[i]; ct != nil {
-			return p.span(ct.Active, ct.Standbys, nil, nil)
-		}
-		return 0
-	}
-	for add, _ := s.pair(i, nil); add != nil && len(t.Standbys) < c.need+b2i(mv != nil) && (!c.fixed || s.span(i, nil, nil) < start()); add, _ = s.pair(i, nil) {
+	span := func(drop, add *member) int { return p.span(t, drop, add) }
+	start := func() int { return p.span(p.current[i], nil, nil) } // the zones it had
+	for add, _ := s.pair(i, nil); add != nil && len(t.Standbys) < c.need+b2i(mv != nil) && (!c.fixed || span(nil, nil) < start()); add, _ = s.pair(i, nil) {
 		p.addStandby(i, add, reasonStandbys) // counted if a move asks for room
 	}
 	if mv == nil && t.StandbyMove != nil && slices.ContainsFunc(p.moves, func(m Move) bool { return m.Task == p.tasks[i].ID }) {
@@ -113,7 +76,7 @@ func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) 
 		if to == nil || from == nil {
 			return
 		}
-		now, then := s.span(i, nil, nil), s.span(i, from, to)
+		now, then := span(nil, nil), span(from, to)
 		if then <= now && !s.tasksAtRest || !build(to, then > now && now < start()) {
 			return
 		}
@@ -137,53 +100,10 @@ func (s *standbyTarget) pair(i int, drops []*member) (add, drop *member) {
 			if j < len(drops) {
 				d = drops[j]
 			}
-			if n := s.span(i, d, a); n > best {
+			if n := s.p.span(s.p.next[i], d, a); n > best {
 				add, drop, best = a, d, n
 			}
 		}
 	}
 	return add, drop
-}
-
-// span counts the zones of task i's copies (its owner and standbys), with
-// drop's copy dropped and add's added (each may be nil).
-func (s *standbyTarget) span(i int, drop, add *member) int {
-	return s.p.span(s.p.next[i].Active, s.p.next[i].Standbys, drop, add)
-}
-
-// span counts the zones of the live members among active, standbys and
-// add (which may be nil), but skip.
-func (p *planner) span(active string, standbys []string, skip, add *member) int {
-	var buf [8]int
-	zones := buf[:0]
-	for j := -1; j <= len(standbys); j++ {
-		m := add
-		if j < 0 {
-			m = p.byID[active]
-		} else if j < len(standbys) {
-			m = p.byID[standbys[j]]
-		}
-		if m != nil && m != skip && !slices.Contains(zones, m.zone) {
-			zones = append(zones, m.zone)
-		}
-	}
-	return len(zones)
-}
-
-// othersCaughtUp reports whether task i's standbys but except have caught up.
-func (p *planner) othersCaughtUp(i int, except string) bool {
-	return !slices.ContainsFunc(p.next[i].Standbys, func(s string) bool { return s != except && !p.caughtUp(i, s) })
-}
-
-func (p *planner) addStandby(i int, m *member, reason string) {
-	t := p.next[i]
-	t.Standbys = append(t.Standbys, m.id)
-	slices.Sort(t.Standbys)
-	p.move(i, MoveStandbyAdd, t.Active, m.id, reason)
-}
-
-func (p *planner) dropStandby(i int, id, reason string) {
-	t := p.next[i]
-	t.Standbys = nilIfEmpty(slices.DeleteFunc(t.Standbys, func(s string) bool { return s == id }))
-	p.move(i, MoveStandbyDrop, t.Active, id, reason)
 }

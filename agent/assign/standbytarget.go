@@ -2,53 +2,45 @@ package assign
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
 // standbyTarget is where each owned stateful task's standbys should be,
-// computed once per plan: the cheapest assignment of copies for a cost that
-// ranks, in this order,
-//
-//  1. zones: each task's copies (its owner and standbys) span as many zones
-//     as the members that may hold them allow, up to the copy count;
-//  2. the copies axis: each eligible member's stateful copies (the tasks
-//     planned to end on it plus its standbys) within the floor and ceiling
-//     of its capacity-weighted share of all copies, a member further off
-//     costing more (convex costs);
-//  3. stickiness: a standby in place stays.
-//
-// It starts from the standbys in place (a move's replaced copy left out,
-// its new one kept), fills what is missing, spreads each task over the
-// zones it can reach, then moves copies along chains of members while a
-// chain lowers the cost of copies (balanceCopies). A task's zones are its
-// own, so rank 1 holds for every task whatever the others.
+// computed once per plan: the cheapest placement for a cost that ranks
+// first zones (a task's copies, owner and standbys, span as many zones as
+// the members that may hold them allow, up to the copy count), then the
+// copies axis (each member's stateful copies, the tasks planned to end on
+// it plus its standbys, within its capacity-weighted share of all copies,
+// a member further off costing more), then stickiness (a standby in place
+// stays). It starts from the standbys in place (a move's replaced copy
+// out), fills what is missing, spreads each task over the zones it can
+// reach, then moves copies along chains of members (balanceCopies).
 type standbyTarget struct {
 	p      *planner
 	tasks  []int       // the owned stateful tasks
 	task   []copyPlan  // by task index
 	member []copyLoad  // by member index
 	byZone [][]*member // the eligible members of each zone
-	on     [][]int     // see movable
-	// tasksAtRest: no stateful task is moving or got a new owner in this plan
-	// (the next plan may move it), so where copies count is final.
+	// tasksAtRest: no stateful task is moving or just got a new owner
+	// (the next plan may move it): where copies count is final.
 	tasksAtRest bool
 }
 
 // copyPlan is one task's part of the target.
 type copyPlan struct {
-	// holder is the member the task is planned to end on: its revoke
-	// target, else its destination, else its owner (nil if none is
-	// eligible). fixed: the task is moving or not on its holder, so its
-	// standbys may only be added to.
-	holder, owner *member // owner: the live owner (nil if dead)
+	// holder is the member the task is planned to end on (its revoke
+	// target, else its destination, else its owner; nil if none is
+	// eligible), owner its live owner. fixed: the task is moving or not on
+	// its holder, so its standbys may only be added to.
+	holder, owner *member
 	fixed         bool
 	need          int       // the standbys it can have
 	copies        []*member // its standbys in the target
 }
 
-// copyLoad is one member's part of the target: the stateful tasks planned
-// to end on it (actives), its standbys in the target (count), and the
-// bounds of its share of all stateful copies.
+// copyLoad is one member's part: the stateful tasks planned to end on it,
+// its standbys in the target, the bounds of its share of all copies.
 type copyLoad struct{ actives, count, floor, ceil int }
 
 func (p *planner) standbyTarget() *standbyTarget {
@@ -96,23 +88,21 @@ func (p *planner) standbyTarget() *standbyTarget {
 		sh := shareOf(copies, m.weight, sum)
 		s.member[m.index].floor, s.member[m.index].ceil = sh.floor, sh.floor+b2i(sh.frac > 0)
 	}
+	// Fill each task, then move a standby that shares a zone with another
+	// copy to a zone no copy uses while one has a member that may hold it.
 	for _, i := range s.tasks {
-		c := &s.task[i]
-		for len(c.copies) < c.need {
-			m := s.best(i, nil)
-			if m == nil {
+		for c := &s.task[i]; ; {
+			short := len(c.copies) < c.need
+			if !short && (c.fixed || !slices.ContainsFunc(c.copies, func(m *member) bool { return s.inZone(i, m.zone) > 1 })) {
 				break
 			}
-			s.add(i, m)
-		}
-		// A standby sharing a zone with another copy moves to a zone no
-		// copy uses, while one has a member that may hold it.
-		for !c.fixed && slices.ContainsFunc(c.copies, func(m *member) bool { return s.inZone(i, m.zone) > 1 }) {
-			to := s.best(i, func(z int) bool { return s.inZone(i, z) == 0 })
+			to := s.best(i, func(z int) bool { return short || s.inZone(i, z) == 0 })
 			if to == nil {
 				break
 			}
-			s.remove(i, s.dropOrder(i, c.copies)[0])
+			if !short {
+				s.remove(i, s.dropOrder(i, c.copies)[0])
+			}
 			s.add(i, to)
 		}
 	}
@@ -121,8 +111,7 @@ func (p *planner) standbyTarget() *standbyTarget {
 }
 
 // moveOf is task i's standby move in flight; nil if none, or if the task
-// has no copy to spare (one was lost, or it may have more): its two
-// copies are then plain standbys.
+// has no copy to spare (one was lost, or it may have more).
 func (s *standbyTarget) moveOf(i int) *StandbyMove {
 	if t := s.p.next[i]; len(t.Standbys) > s.task[i].need {
 		return t.StandbyMove
@@ -130,17 +119,16 @@ func (s *standbyTarget) moveOf(i int) *StandbyMove {
 	return nil
 }
 
-// candidate reports whether m may get a new standby of task i: it is
-// eligible, not one of its standbys in the target, and not its owner,
-// planned owner, learner or revoke target.
+// candidate reports whether m may get a new standby of task i: eligible,
+// not a standby in the target, owner, holder, learner or revoke target.
 func (s *standbyTarget) candidate(i int, m *member) bool {
 	t := s.p.next[i]
 	return m.eligible && m.id != t.Active && m != s.task[i].holder && !s.p.learnerOn(i, m.id) &&
 		t.Revoke.target() != m.id && !slices.Contains(s.task[i].copies, m)
 }
 
-// inZone counts task i's copies in zone z: its owner and its standbys in
-// the target.
+// inZone counts task i's copies in zone z: its owner, its standbys in the
+// target.
 func (s *standbyTarget) inZone(i, z int) int {
 	n := 0
 	if o := s.task[i].owner; o != nil && o.zone == z {
@@ -152,18 +140,15 @@ func (s *standbyTarget) inZone(i, z int) int {
 	return n
 }
 
-// cost is what m's x-th stateful copy costs: 0 within its share's floor
-// and ceiling, more the further off.
-func (s *standbyTarget) cost(m *member, x int) int {
+// take is what one more standby on m costs the copies axis, give what
+// its last one costs: 0 within its share's floor and ceiling, more the
+// further off (convex).
+func (s *standbyTarget) take(m *member) int { return s.cost(m, 1) }
+func (s *standbyTarget) give(m *member) int { return s.cost(m, 0) }
+func (s *standbyTarget) cost(m *member, more int) int {
 	l := s.member[m.index]
+	x := l.actives + l.count + more
 	return min(x-l.floor-1, 0) + max(x-l.ceil, 0)
-}
-
-// take is what one more standby on m costs, give what its last one costs.
-func (s *standbyTarget) take(m *member) int { return s.cost(m, s.copiesOn(m)+1) }
-func (s *standbyTarget) give(m *member) int { return s.cost(m, s.copiesOn(m)) }
-func (s *standbyTarget) copiesOn(m *member) int {
-	return s.member[m.index].actives + s.member[m.index].count
 }
 
 func (s *standbyTarget) add(i int, m *member) {
@@ -200,11 +185,11 @@ func (s *standbyTarget) dropOrder(i int, ms []*member) []*member {
 	return out
 }
 
-// best is the best new standby of task i in a zone for which in is true
-// (nil: any), nil if none: in a zone none of its copies uses, then one
-// none of its future copies (holder, learners, revoke target) uses, then
-// the cheapest for the copies axis, then warm (the owner it was just
-// promoted away from, or a member with local state), then the lowest ID.
+// best is the best new standby of task i in a zone for which in is true,
+// nil if none: in a zone none of its copies uses, then one none of its
+// future copies (holder, learners, revoke target) uses, then the cheapest
+// for the copies axis, then warm (the owner it was just promoted away
+// from, or local state), then the lowest ID.
 func (s *standbyTarget) best(i int, in func(zone int) bool) *member {
 	p, t := s.p, s.p.next[i]
 	future := []*member{s.task[i].holder, p.byID[t.Revoke.target()]}
@@ -214,7 +199,7 @@ func (s *standbyTarget) best(i int, in func(zone int) bool) *member {
 	var best *member
 	var bestRank [4]int
 	for z, ms := range s.byZone {
-		if in != nil && !in(z) {
+		if !in(z) {
 			continue
 		}
 		used := [2]int{b2i(s.inZone(i, z) > 0), b2i(slices.ContainsFunc(future, func(m *member) bool { return m != nil && m.zone == z }))}
@@ -228,43 +213,41 @@ func (s *standbyTarget) best(i int, in func(zone int) bool) *member {
 	return best
 }
 
-// target is r's revoke target, "" for none.
-func (r *Revoke) target() string {
-	if r == nil {
-		return ""
-	}
-	return r.Target
-}
-
-// neutral reports whether moving task i's copy from one member to another
-// leaves the zones its copies span as they are.
-func (s *standbyTarget) neutral(i int, from, to *member) bool {
-	return from.zone == to.zone || (s.inZone(i, from.zone) > 1) == (s.inZone(i, to.zone) > 0)
-}
-
 // balanceCopies moves the standbys of tasks that are not fixed along
 // chains of members while a chain lowers the cost of copies: a chain moves
 // a copy from its first member to its second, another from the second to
-// the third, and so on, so that only its ends change how many they hold,
-// and none of its moves changes how many zones its task spans. Chains
-// start on the members whose last copy costs the most. When none lowers
-// the cost, the copies axis is as balanced as the zones let it be.
+// the third, and so on, so that only its ends change how many they hold;
+// none of its moves changes how many zones its task spans. Chains start on
+// the members whose last copy costs the most and are as short as can be.
+// When none is left, the copies axis is as balanced as zones let it be.
 func (s *standbyTarget) balanceCopies() {
+	var on [][]int // the tasks whose copy on each member may move
 	for moved := true; moved; {
 		var gives []int
-		low := 0
-		for j, m := range s.p.eligible {
+		low := math.MaxInt
+		for _, m := range s.p.eligible {
 			if s.member[m.index].count > 0 {
 				gives = append(gives, s.give(m))
 			}
-			if j == 0 || s.take(m) < low {
-				low = s.take(m)
-			}
+			low = min(low, s.take(m))
 		}
 		slices.Sort(gives)
 		moved = false
 		for _, g := range slices.Backward(slices.Compact(gives)) {
-			if moved = g > low && s.chain(g, low); moved || g <= low {
+			if g <= low {
+				break
+			}
+			if on == nil {
+				on = make([][]int, len(s.p.members))
+				for _, i := range s.tasks {
+					for _, m := range s.task[i].copies {
+						if !s.task[i].fixed {
+							on[m.index] = append(on[m.index], i)
+						}
+					}
+				}
+			}
+			if moved = s.chain(g, low, on); moved {
 				break
 			}
 		}
@@ -272,12 +255,10 @@ func (s *standbyTarget) balanceCopies() {
 }
 
 // chain finds, breadth first, a shortest chain from a member whose last
-// copy costs g or more to one whose next copy costs less (of those, the
-// one whose next copy costs least; none costs less than low), moving
-// copies placed in this plan before copies in place, and moves its
-// copies; it reports whether it did. A chain carries one copy of a task at most, so its moves keep
-// their tasks' zones whatever their order.
-func (s *standbyTarget) chain(g, low int) bool {
+// copy costs g or more to the member whose next copy costs least (less
+// than g, low at best), carrying one copy of a task at most, and moves its
+// copies (keeping on, see balanceCopies); it reports whether it did.
+func (s *standbyTarget) chain(g, low int, on [][]int) bool {
 	p := s.p
 	type hop struct{ from, task int }
 	via, queued := make([]hop, len(p.members)), make([]bool, len(p.members))
@@ -293,7 +274,6 @@ func (s *standbyTarget) chain(g, low int) bool {
 	for z, ms := range s.byZone {
 		unreached[z] = slices.DeleteFunc(slices.Clone(ms), func(m *member) bool { return queued[m.index] })
 	}
-	on := s.movable()
 	carries := func(m *member, i int) bool {
 		for ; via[m.index].from >= 0; m = p.members[via[m.index].from] {
 			if via[m.index].task == i {
@@ -310,8 +290,8 @@ func (s *standbyTarget) chain(g, low int) bool {
 				continue
 			}
 			for z, ms := range unreached {
-				if len(ms) == 0 || !s.neutral(i, a, ms[0]) {
-					continue
+				if len(ms) == 0 || z != a.zone && (s.inZone(i, a.zone) > 1) != (s.inZone(i, z) > 0) {
+					continue // the move would change how many zones the task spans
 				}
 				left := ms[:0]
 				for _, b := range ms {
@@ -321,17 +301,16 @@ func (s *standbyTarget) chain(g, low int) bool {
 					}
 					via[b.index] = hop{a.index, i}
 					queue = append(queue, b)
-					if end == nil && s.take(b) < g || end != nil && s.take(b) < s.take(end) {
+					if t := s.take(b); t < g && (end == nil || t < s.take(end)) {
 						end = b
 					}
 				}
 				unreached[z] = left
 			}
 		}
-		if end != nil && s.take(end) == low || q+1 == depth && end != nil {
+		if end != nil && (s.take(end) == low || q+1 == depth) {
 			break // the cheapest end of the shortest chains
-		}
-		if q+1 == depth {
+		} else if q+1 == depth {
 			depth = len(queue)
 		}
 	}
@@ -340,38 +319,7 @@ func (s *standbyTarget) chain(g, low int) bool {
 		s.remove(i, from)
 		s.add(i, m)
 		on[from.index] = slices.DeleteFunc(on[from.index], func(j int) bool { return j == i })
-		on[m.index] = append([]int{i}, on[m.index]...) // placed now: it moves first
+		on[m.index] = append(on[m.index], i)
 	}
 	return end != nil
-}
-
-// movable lists, by member index, the tasks that are not fixed whose
-// target has a standby on the member: copies placed in this plan first.
-// It is built once per plan, in one slab, and kept by chain.
-func (s *standbyTarget) movable() [][]int {
-	if s.on != nil {
-		return s.on
-	}
-	s.on = make([][]int, len(s.p.members))
-	n, total := make([]int, len(s.p.members)), 0
-	for _, i := range s.tasks {
-		for _, m := range s.task[i].copies {
-			n[m.index] += b2i(!s.task[i].fixed)
-			total += b2i(!s.task[i].fixed)
-		}
-	}
-	flat := make([]int, total)
-	for j, at := range n {
-		s.on[j], flat = flat[:0:at], flat[at:]
-	}
-	for _, placed := range []bool{true, false} {
-		for _, i := range s.tasks {
-			for _, m := range s.task[i].copies {
-				if !s.task[i].fixed && s.p.hasStandby(i, m.id) != placed {
-					s.on[m.index] = append(s.on[m.index], i)
-				}
-			}
-		}
-	}
-	return s.on
 }

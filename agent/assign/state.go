@@ -321,3 +321,52 @@ func nilIfEmpty[S ~[]E, E any](s S) S {
 	}
 	return s
 }
+
+// span counts the zones of task t's copies (its owner and standbys) on
+// live members, with skip's copy left out and add's added (each may be
+// nil); 0 for no task.
+func (p *planner) span(t *TaskAssignment, skip, add *member) int {
+	if t == nil {
+		return 0
+	}
+	var buf [8]int
+	zones := buf[:0]
+	for j := -1; j <= len(t.Standbys); j++ {
+		m := add
+		if j < 0 {
+			m = p.byID[t.Active]
+		} else if j < len(t.Standbys) {
+			m = p.byID[t.Standbys[j]]
+		}
+		if m != nil && m != skip && !slices.Contains(zones, m.zone) {
+			zones = append(zones, m.zone)
+		}
+	}
+	return len(zones)
+}
+
+// othersCaughtUp reports whether task i's standbys but except have caught up.
+func (p *planner) othersCaughtUp(i int, except string) bool {
+	return !slices.ContainsFunc(p.next[i].Standbys, func(s string) bool { return s != except && !p.caughtUp(i, s) })
+}
+
+func (p *planner) addStandby(i int, m *member, reason string) {
+	t := p.next[i]
+	t.Standbys = append(t.Standbys, m.id)
+	slices.Sort(t.Standbys)
+	p.move(i, MoveStandbyAdd, t.Active, m.id, reason)
+}
+
+func (p *planner) dropStandby(i int, id, reason string) {
+	t := p.next[i]
+	t.Standbys = nilIfEmpty(slices.DeleteFunc(t.Standbys, func(s string) bool { return s == id }))
+	p.move(i, MoveStandbyDrop, t.Active, id, reason)
+}
+
+// target is r's revoke target, "" for none.
+func (r *Revoke) target() string {
+	if r == nil {
+		return ""
+	}
+	return r.Target
+}
