@@ -38,7 +38,7 @@ func (p *planner) placeStandbys() {
 // unless it wins back a zone this plan cost the task.
 func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) bool) {
 	p, t, c, mv := s.p, s.p.next[i], &s.task[i], s.moveOf(i)
-	wanted := func(id string) bool { return slices.Contains(c.copies, p.byID[id]) }
+	wanted := func(id string) bool { return slices.ContainsFunc(c.copies, func(m *member) bool { return m.id == id }) }
 	span := func(drop, add *member) int { return p.span(t, drop, add) }
 	start := func() int { return p.span(p.current[i], nil, nil) } // the zones it had
 	for add, _ := s.pair(i, nil); add != nil && len(t.Standbys) < c.need+b2i(mv != nil) && (!c.fixed || span(nil, nil) < start()); add, _ = s.pair(i, nil) {
@@ -50,8 +50,8 @@ func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) 
 	var buf [4]*member
 	unwanted := buf[:0]
 	for _, id := range t.Standbys {
-		if m := p.byID[id]; !wanted(id) && m != c.holder {
-			unwanted = append(unwanted, m)
+		if !wanted(id) && p.byID[id] != c.holder {
+			unwanted = append(unwanted, p.byID[id])
 		}
 	}
 	unwanted = s.dropOrder(i, unwanted)
