@@ -23,61 +23,87 @@ func (p *planner) placeStandbys() {
 }
 
 // towardsTarget moves task i's standbys one step towards the target
-// (build reserves room under the learner bounds, see buildSlots): missing
-// standbys are added at once, spanning the most zones first (a moving
-// task's only if this plan cost it a zone, so that its destination stays
-// put); surplus ones are dropped, those the target does not want, never
-// the planned owner's, a lone one once the others caught up and the tasks
-// are at rest (it may be where one goes); a move in flight ends once the
-// copies kept have caught up, dropping the replaced copy (the new one if
-// the target wants the old one back; the promotion ends it if the old one
-// becomes the owner); else, if the task stays put, a copy the target wants
-// is added to replace one it does not, the pair spanning the most zones,
-// waiting until the tasks are at rest unless it gains a zone (the copies
-// axis follows where tasks end), and for room under the learner bounds
-// unless it wins back a zone this plan cost the task.
+// (build reserves room under the learner bounds, see buildSlots). No drop
+// costs the task a zone that the copies left could span.
+//   - Missing standbys are added at once, spanning the most zones first;
+//     a moving task's only if this plan cost it a zone (so that its
+//     destination stays put), the copy on its destination then counting
+//     as missing, since it is to become the owner.
+//   - If this plan cost the task a zone, surplus copies whose zone
+//     another copy holds go at once, but one, to make room to win it back.
+//   - Surplus copies the target does not want are dropped, never the
+//     planned owner's; a single one only once the others caught up and
+//     the tasks are at rest (it may be where one goes).
+//   - A move in flight ends once the copies kept have caught up, dropping
+//     the copy the target wants gone first (sharing a zone before one
+//     alone in its zone, then the replaced copy; the new one at once);
+//     the promotion ends it if the replaced copy becomes the owner.
+//   - Else, if the task stays put or this plan cost it a zone, a copy the
+//     target wants replaces one it does not (the pair that spans the most
+//     zones), waiting until the tasks are at rest unless it gains a zone
+//     (the copies axis follows where tasks end), and for room under the
+//     learner bounds unless it wins back a zone this plan cost the task.
 func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) bool) {
 	p, t, c, mv := s.p, s.p.next[i], &s.task[i], s.moveOf(i)
 	wanted := func(id string) bool { return slices.ContainsFunc(c.copies, func(m *member) bool { return m.id == id }) }
 	span := func(drop, add *member) int { return p.span(t, drop, add) }
 	start := func() int { return p.span(p.current[i], nil, nil) } // the zones it had
-	for add, _ := s.pair(i, nil); add != nil && len(t.Standbys) < c.need+b2i(mv != nil) && (!c.fixed || span(nil, nil) < start()); add, _ = s.pair(i, nil) {
+	// keeps: dropping m costs no zone the copies left could span.
+	keeps := func(m *member) bool { return span(m, nil) >= min(span(nil, nil), len(t.Standbys)) }
+	room := c.need + b2i(mv != nil)
+	if c.holder != nil && c.holder != c.owner && p.hasStandby(i, c.holder.id) {
+		room++ // the copy that is to become the owner
+	}
+	for add, _ := s.pair(i, nil); add != nil && len(t.Standbys) < room && (!c.fixed || span(nil, nil) < start()); add, _ = s.pair(i, nil) {
 		p.addStandby(i, add, reasonStandbys) // counted if a move asks for room
 	}
 	if mv == nil && t.StandbyMove != nil && slices.ContainsFunc(p.moves, func(m Move) bool { return m.Task == p.tasks[i].ID }) {
 		t.StandbyMove = nil // no copy to spare: both are plain standbys now
 	}
-	var buf [4]*member
-	unwanted := buf[:0]
+	var buf, all [4]*member
+	unwanted, standbys := buf[:0], all[:0]
 	for _, id := range t.Standbys {
-		if !wanted(id) && p.byID[id] != c.holder {
+		if standbys = append(standbys, p.byID[id]); !wanted(id) && p.byID[id] != c.holder {
 			unwanted = append(unwanted, p.byID[id])
 		}
 	}
-	unwanted = s.dropOrder(i, unwanted)
+	unwanted = s.dropOrder(i, unwanted, standbys)
+	if mv == nil && span(nil, nil) < start() {
+		// This plan cost the task a zone: to win it back, surplus copies
+		// whose zone another copy holds go at once, but one to replace.
+		for len(t.Standbys) > c.need && len(unwanted) > 1 && keeps(unwanted[0]) {
+			p.dropStandby(i, unwanted[0].id, reasonTooMany)
+			unwanted = unwanted[1:]
+		}
+	}
 	switch extra := len(t.Standbys) - c.need; {
 	case extra > b2i(mv != nil):
 		if drop := unwanted[:min(extra, len(unwanted))]; len(drop) > 0 && (extra > 1 || s.tasksAtRest && p.othersCaughtUp(i, drop[0].id)) {
 			for _, m := range drop {
-				p.dropStandby(i, m.id, reasonTooMany)
+				if keeps(m) || len(t.Standbys) > c.need+1 { // (one surplus copy may wait)
+					p.dropStandby(i, m.id, reasonTooMany)
+					t.StandbyMove = nil
+				}
 			}
-			t.StandbyMove = nil
 		}
 	case mv != nil && p.byID[mv.From] == c.holder:
 		// The replaced copy is to become the owner: its promotion ends the move.
-	case mv != nil && wanted(mv.From) && !wanted(mv.To):
-		p.dropStandby(i, mv.To, reasonNotNeeded)
+	case mv != nil && len(unwanted) > 0 && keeps(unwanted[0]) && (unwanted[0].id == mv.To || p.othersCaughtUp(i, unwanted[0].id)):
+		// The replaced copy goes, or the one the target now wants gone
+		// first (sharing a zone before one alone in its zone).
+		reason := reasonBalance
+		if unwanted[0].id == mv.To {
+			reason = reasonNotNeeded
+		}
+		p.dropStandby(i, unwanted[0].id, reason)
 		t.StandbyMove = nil
-	case mv != nil && p.othersCaughtUp(i, mv.From):
-		p.dropStandby(i, mv.From, reasonBalance)
-		t.StandbyMove = nil
-	case mv == nil && !c.fixed:
+	case mv == nil:
 		to, from := s.pair(i, unwanted)
 		if to == nil || from == nil {
 			return
 		}
 		now, then := span(nil, nil), span(from, to)
-		if then <= now && !s.tasksAtRest || !build(to, then > now && now < start()) {
+		if regain := then > now && now < start(); c.fixed && !regain || then <= now && !s.tasksAtRest || !build(to, regain) {
 			return
 		}
 		reason := reasonBalance

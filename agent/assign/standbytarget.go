@@ -13,8 +13,9 @@ import (
 // copies axis (each member's stateful copies, the tasks planned to end on
 // it plus its standbys, within its capacity-weighted share of all copies,
 // a member further off costing more), then stickiness (a standby in place
-// stays). It starts from the standbys in place (a move's replaced copy
-// out), fills what is missing, spreads each task over the zones it can
+// stays). It starts from the standbys in place (trimmed to the copy
+// count by dropOrder: a move's replaced copy goes unless zones say
+// otherwise), fills what is missing, spreads each task over the zones it can
 // reach, then moves copies along chains of members (balanceCopies).
 type standbyTarget struct {
 	p      *planner
@@ -68,12 +69,10 @@ func (p *planner) standbyTarget() *standbyTarget {
 		s.tasks = append(s.tasks, i)
 		copies += 1 + c.need
 		for _, id := range t.Standbys {
-			if mv := s.moveOf(i); mv == nil || mv.From != id {
-				s.add(i, p.byID[id])
-			}
+			s.add(i, p.byID[id])
 		}
 		for len(c.copies) > c.need {
-			s.remove(i, s.dropOrder(i, c.copies)[0])
+			s.remove(i, s.dropOrder(i, c.copies, c.copies)[0])
 		}
 	}
 	if len(s.tasks) == 0 || len(p.eligible) == 0 {
@@ -89,19 +88,37 @@ func (p *planner) standbyTarget() *standbyTarget {
 		s.member[m.index].floor, s.member[m.index].ceil = sh.floor, sh.floor+b2i(sh.frac > 0)
 	}
 	// Fill each task, then move a standby that shares a zone with another
-	// copy to a zone no copy uses while one has a member that may hold it.
+	// copy to a zone no copy uses while one has a member that may hold it
+	// (a moving task's only if this plan cost it a zone).
+	// Each step adds a copy or spans one more zone, so the loop ends.
 	for _, i := range s.tasks {
-		for c := &s.task[i]; ; {
+		c := &s.task[i]
+		lost := c.fixed && p.span(p.next[i], nil, nil) < p.span(p.current[i], nil, nil)
+	loop:
+		for {
 			short := len(c.copies) < c.need
-			if !short && (c.fixed || !slices.ContainsFunc(c.copies, func(m *member) bool { return s.inZone(i, m.zone) > 1 })) {
-				break
+			var drop *member
+			if !short {
+				if c.fixed && !lost {
+					break
+				}
+				drops := s.dropOrder(i, c.copies, c.copies)
+				j := slices.IndexFunc(drops, func(m *member) bool { return m != c.holder && s.inZone(i, m.zone) > 1 })
+				switch {
+				case j >= 0:
+					drop = drops[j]
+				case !lost || len(c.copies) > c.need || !slices.Contains(c.copies, c.holder) || s.inZone(i, c.holder.zone) < 2:
+					// (the copy on the destination shares the owner's zone:
+					// it is to become the owner, one more copy takes its place)
+					break loop
+				}
 			}
 			to := s.best(i, func(z int) bool { return short || s.inZone(i, z) == 0 })
 			if to == nil {
 				break
 			}
-			if !short {
-				s.remove(i, s.dropOrder(i, c.copies)[0])
+			if drop != nil {
+				s.remove(i, drop)
 			}
 			s.add(i, to)
 		}
@@ -120,11 +137,11 @@ func (s *standbyTarget) moveOf(i int) *StandbyMove {
 }
 
 // candidate reports whether m may get a new standby of task i: eligible,
-// not a standby in the target, owner, holder, learner or revoke target.
+// not a standby in the target, owner, learner or revoke target (it may be
+// the task's destination: a standby there serves as its learner).
 func (s *standbyTarget) candidate(i int, m *member) bool {
 	t := s.p.next[i]
-	return m.eligible && m.id != t.Active && m != s.task[i].holder && !s.p.learnerOn(i, m.id) &&
-		t.Revoke.target() != m.id && !slices.Contains(s.task[i].copies, m)
+	return m.eligible && m.id != t.Active && !s.p.learnerOn(i, m.id) && t.Revoke.target() != m.id && !slices.Contains(s.task[i].copies, m)
 }
 
 // inZone counts task i's copies in zone z: its owner, its standbys in the
@@ -162,20 +179,23 @@ func (s *standbyTarget) remove(i int, m *member) {
 }
 
 // dropOrder orders ms, standbys of task i, the first to drop first: those
-// whose zone another copy (its owner or one of ms) uses, then the highest
-// lag, then the highest ID; its holder's copy (a move towards a standby)
-// last.
-func (s *standbyTarget) dropOrder(i int, ms []*member) []*member {
+// whose zone another copy (its owner, its holder or one of among) uses,
+// then the copy a move in flight replaces, then the highest lag, then the
+// highest ID; its holder's copy (a move towards a standby) last.
+func (s *standbyTarget) dropOrder(i int, ms, among []*member) []*member {
 	if len(ms) < 2 {
 		return ms
 	}
-	owner := s.task[i].owner
-	key := func(m *member) [3]uint64 {
-		alone := owner == nil || owner.zone != m.zone
-		for _, c := range ms {
-			alone = alone && (c == m || c.zone != m.zone)
+	replaced := ""
+	if mv := s.moveOf(i); mv != nil {
+		replaced = mv.From
+	}
+	key := func(m *member) [4]uint64 {
+		alone := true
+		for _, c := range append([]*member{s.task[i].owner, s.task[i].holder}, among...) {
+			alone = alone && (c == nil || c == m || c.zone != m.zone)
 		}
-		return [3]uint64{uint64(b2i(m == s.task[i].holder)), uint64(b2i(alone)), ^s.p.lag(i, m.id)}
+		return [4]uint64{uint64(b2i(m == s.task[i].holder)), uint64(b2i(alone)), uint64(b2i(m.id != replaced)), ^s.p.lag(i, m.id)}
 	}
 	out := slices.Clone(ms)
 	slices.SortStableFunc(out, func(a, b *member) int {
@@ -187,14 +207,16 @@ func (s *standbyTarget) dropOrder(i int, ms []*member) []*member {
 
 // best is the best new standby of task i in a zone for which in is true,
 // nil if none: in a zone none of its copies uses, then one none of its
-// future copies (holder, learners, revoke target) uses, then the cheapest
+// future copies (holder, revoke target, learners that may own it) uses, then the cheapest
 // for the copies axis, then warm (the owner it was just promoted away
 // from, or local state), then the lowest ID.
 func (s *standbyTarget) best(i int, in func(zone int) bool) *member {
 	p, t := s.p, s.p.next[i]
 	future := []*member{s.task[i].holder, p.byID[t.Revoke.target()]}
 	for _, l := range t.Learners {
-		future = append(future, p.byID[l.Member])
+		if m := p.byID[l.Member]; m != nil && m.attached {
+			future = append(future, m)
+		}
 	}
 	var best *member
 	var bestRank [4]int
