@@ -275,6 +275,9 @@ func checkPlan(t fataler, in Input, res Result) {
 		}
 	}
 
+	if losses, misplaced, _ := checkZoneMoves(in, res); len(losses)+len(misplaced) > 0 {
+		t.Fatalf("zones: %v\ninput: %s\nresult: %s", append(losses, misplaced...), js(in), js(res))
+	}
 	checkRounds(t, in, res)
 	checkLeaving(t, in, res, live, leaving)
 	checkStill(t, in, res)

@@ -75,10 +75,11 @@ func checkZoneSpan(members []Member, cfg Config, a Assignment) []string {
 //
 //   - no task's copies span fewer zones after the plan than before while
 //     a copy it dropped is on a live member, beyond what the copy count
+//     (configured, and of the copies left: surplus ones may still go)
 //     and the members that could hold a copy force;
 //   - a standby placed goes to a zone the task's other copies (its
-//     active, learners, revoke target and standbys, but one being
-//     replaced) don't use, when such a zone has an eligible member that
+//     active, revoke target, standbys but one being replaced, and learners
+//     whose worker is attached) don't use, when such a zone has an eligible member that
 //     could hold it.
 //
 // It also counts the plans that drop a task's only copy in a zone on a
@@ -86,10 +87,11 @@ func checkZoneSpan(members []Member, cfg Config, a Assignment) []string {
 func checkZoneMoves(in Input, res Result) (losses, misplaced []string, droppedOnly bool) {
 	tasks, _ := in.Config.Tasks()
 	zone := zoneOf(in.Members)
-	leaving := map[string]bool{}
+	byID := map[string]Member{}
 	for _, m := range in.Members {
-		leaving[m.ID] = m.Leaving
+		byID[m.ID] = m
 	}
+	attached := func(m Member) bool { return m.Worker == "" || m.Worker == WorkerAttached }
 	for _, task := range tasks {
 		if !task.Stateful {
 			continue
@@ -124,7 +126,7 @@ func checkZoneMoves(in Input, res Result) (losses, misplaced []string, droppedOn
 			}
 		}
 		if dropped {
-			if got, floor := spanOf(after, zone), min(spanOf(live, zone), len(after), len(possible)); got < floor {
+			if got, floor := spanOf(after, zone), min(spanOf(live, zone), len(after), 1+max(in.Config.Standbys, 0), len(possible)); got < floor {
 				losses = append(losses, fmt.Sprintf("%s: copies %v -> %v span %d zones, want %d", task.ID, before, after, got, floor))
 			}
 		}
@@ -135,7 +137,9 @@ func checkZoneMoves(in Input, res Result) (losses, misplaced []string, droppedOn
 			var used []string
 			others := append(copiesOf(nt), nt.Revoke.target())
 			for _, l := range nt.Learners {
-				others = append(others, l.Member)
+				if m, ok := byID[l.Member]; ok && attached(m) {
+					others = append(others, l.Member) // it takes the task over (one warming ahead of its worker does not yet)
+				}
 			}
 			for _, o := range others {
 				if o != "" && o != m.To && o != replacedStandby(nt) && !slices.Contains(used, zone[o]) {
