@@ -89,8 +89,8 @@ func (p *planner) standbyTarget() *standbyTarget {
 	}
 	// Fill each task, then move a standby that shares a zone with another
 	// copy to a zone no copy uses while one has a member that may hold it
-	// (a moving task's only if this plan cost it a zone).
-	// Each step adds a copy or spans one more zone, so the loop ends.
+	// (a moving task's only if this plan cost it a zone). Each step adds a
+	// copy or spans one more zone, so the loop ends.
 	for _, i := range s.tasks {
 		c := &s.task[i]
 		lost := c.fixed && p.span(p.next[i], nil, nil) < p.span(p.current[i], nil, nil)
@@ -107,9 +107,10 @@ func (p *planner) standbyTarget() *standbyTarget {
 				switch {
 				case j >= 0:
 					drop = drops[j]
-				case !lost || len(c.copies) > c.need || !slices.Contains(c.copies, c.holder) || s.inZone(i, c.holder.zone) < 2:
-					// (the copy on the destination shares the owner's zone:
-					// it is to become the owner, one more copy takes its place)
+				case lost && len(c.copies) == c.need && slices.Contains(c.copies, c.holder) && s.inZone(i, c.holder.zone) > 1:
+					// The copy sharing a zone is the one on the destination,
+					// which is to become the owner: one more goes beside it.
+				default:
 					break loop
 				}
 			}
