@@ -59,6 +59,12 @@ func (p *planner) directHandoffs() bool {
 // successor has died since (then the task fails over from it, later in
 // this plan, at an epoch above).
 func (p *planner) adoptHandoffs() {
+	var takers []*member // the members that report takeovers, by ID
+	for _, m := range p.members {
+		if len(m.rec.Takeovers) > 0 {
+			takers = append(takers, m)
+		}
+	}
 	for i := range p.tasks {
 		t := p.next[i]
 		if owner := p.byID[t.Active]; owner != nil {
@@ -71,7 +77,10 @@ func (p *planner) adoptHandoffs() {
 		if t.Revoke != nil {
 			minted = max(minted, t.Revoke.Epoch)
 		}
-		for _, m := range p.members {
+		if minted <= t.Epoch {
+			continue // no epoch above the task's was given out
+		}
+		for _, m := range takers {
 			if tk, ok := m.rec.Takeovers[p.tasks[i].ID]; ok && tk.Epoch > t.Epoch && tk.Epoch <= minted {
 				p.handOver(i, m.id, tk.Epoch, tk.Seq, tk.At, reasonTakenOver)
 				break
