@@ -40,6 +40,10 @@ func copyTask(dst, src *TaskAssignment) {
 		r := *src.Revoke
 		dst.Revoke = &r
 	}
+	if src.StandbyMove != nil {
+		m := *src.StandbyMove
+		dst.StandbyMove = &m
+	}
 	dst.Learners = slices.Clone(src.Learners)
 	dst.Standbys = slices.Clone(src.Standbys)
 }
@@ -151,6 +155,9 @@ func sameTask(a, b *TaskAssignment) bool {
 		return false
 	}
 	if a.Revoke != nil && (a.Revoke.Target != b.Revoke.Target || a.Revoke.Reason != b.Revoke.Reason || a.Revoke.Epoch != b.Revoke.Epoch || !a.Revoke.Since.Equal(b.Revoke.Since)) {
+		return false
+	}
+	if (a.StandbyMove == nil) != (b.StandbyMove == nil) || a.StandbyMove != nil && *a.StandbyMove != *b.StandbyMove {
 		return false
 	}
 	if !sameStrings(a.Standbys, b.Standbys) || len(a.Learners) != len(b.Learners) {

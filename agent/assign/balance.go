@@ -6,22 +6,60 @@ import (
 	"slices"
 )
 
-// balance sets dest, the member each task should end on, so that every
-// active-capable member (eligible, worker attached) ends with exactly its
-// quotas (see setQuotas: stateful, stateless and all actives balanced at
-// once), moving as few tasks as the quotas allow. For each kind:
+// balancer is one balance of the actives: where each task should end when
+// the members in capable may own tasks. It reads the planner and writes
+// only its own fields, so a plan may balance twice (see setDestinations).
+type balancer struct {
+	p       *planner
+	capable []*member
+	// slot is each member's index in capable and load, by member index;
+	// -1 for a member that is not capable.
+	slot []int
+	load []memberLoad
+	// held fixes the destination of some tasks in advance (nil: none).
+	held []*member
+	// orphan marks the tasks nobody serves (no owner, a dead owner, or one
+	// whose worker is lost), pinned those that stay with an owner that is
+	// not capable but eligible (its worker is detached: it keeps the
+	// actives it has, and they count for nobody's quota) and are not
+	// being revoked.
+	orphan, pinned []bool
+	// movingOut marks the tasks whose move to a learner is under way and
+	// can finish (see markMoving).
+	movingOut []bool
+	// owner is each task's live owner (nil if none), dest its destination.
+	owner, dest []*member
+}
+
+// memberLoad is one capable member's counts while balance runs, by kind.
+type memberLoad struct {
+	// owned: the tasks it owns; quota: what it should end with; room:
+	// what balance may still give it.
+	owned, quota, room [2]int
+	// heapAt is its position in the room heap of each kind.
+	heapAt [2]int
+	// short is how many tasks of the kind being placed it lacks before
+	// any move starts (see markMoving).
+	short int
+}
+
+// balance returns the member each task should end on (nil if none) when
+// the members in capable may own tasks, with held's destinations fixed
+// (nil: none), so that every capable member ends with exactly its quotas
+// (see setQuotas: stateful, stateless and all actives balanced at once),
+// moving as few tasks as the quotas allow. For each kind:
 //
 //  1. a task being revoked goes to its revoke target (the move is under
-//     way); a task promoted in this plan stays with its new owner (a task
-//     is never activated and revoked in one generation); a task whose
-//     owner's worker is detached stays there and counts for nobody's quota;
+//     way); a task that got a new owner in this plan stays with it (a task
+//     is never activated and revoked in one generation); a pinned task
+//     stays with its owner;
 //  2. every member keeps its own tasks up to its room; an over-quota member
 //     sheds first the tasks already moving (a learner elsewhere), then
 //     those that an under-quota member has local state for (a restarted
 //     member gets its tasks back), then the highest task IDs;
-//  3. orphans (dead owner, lost worker, no owner) go to a warm member
-//     with room left, else to a caught-up one at its quota, which then
-//     sheds one more task (see pickOrphanOwner); the others join the shed;
+//  3. orphans go to a warm member with room left, else to a caught-up one
+//     at its quota, which then sheds one more task (see pickOrphanOwner);
+//     the others join the shed;
 //  4. the shed tasks and those of leaving members (leaving first, then by
 //     task ID) go to their current learner if it has room; the others then
 //     to a member with room that holds them warm (standby with the lowest
@@ -32,162 +70,191 @@ import (
 // so every task gets a destination. Nothing moves when every member holds
 // its quota, and a member that joins or leaves moves only the tasks that the
 // change of quotas requires.
-func (p *planner) balance() {
-	p.countOwned()
-	// Whether each task is an orphan or pinned does not change while
-	// balance runs: settle it once.
-	p.isOrphan = make([]bool, len(p.tasks))
-	p.isPinned = make([]bool, len(p.tasks))
+func (p *planner) balance(capable []*member, held []*member) []*member {
+	n := len(p.tasks)
+	b := &balancer{p: p, capable: capable, slot: make([]int, len(p.members)), load: make([]memberLoad, len(capable)), held: held,
+		orphan: make([]bool, n), pinned: make([]bool, n), movingOut: make([]bool, n), owner: make([]*member, n), dest: make([]*member, n)}
+	for i := range b.slot {
+		b.slot[i] = -1
+	}
+	for j, m := range capable {
+		b.slot[m.index] = j
+	}
+	var total [2]int
 	for i, t := range p.next {
 		m := p.byID[t.Active]
-		p.isOrphan[i] = t.Active == "" || m == nil || m.lost
-		p.isPinned[i] = !p.isOrphan[i] && m.eligible && !m.attached && t.Revoke == nil
+		b.owner[i] = m
+		k := kindOf(p.tasks[i].Stateful)
+		b.orphan[i] = m == nil || m.lost
+		b.pinned[i] = !b.orphan[i] && m.eligible && !b.can(m) && t.Revoke == nil
+		if !b.pinned[i] {
+			total[k]++
+		}
+		if l := b.loadOf(m); l != nil {
+			l.owned[k]++
+		}
 	}
-	setQuotas(p.actives, p.balanced())
+	setQuotas(capable, b.load, total)
 	for _, k := range []kind{statefulKind, statelessKind} {
-		p.balanceKind(k)
+		b.balanceKind(k)
+	}
+	return b.dest
+}
+
+// can reports whether m may own tasks in this balance.
+func (b *balancer) can(m *member) bool { return m != nil && b.slot[m.index] >= 0 }
+
+// loadOf is m's load, or nil if m is not capable.
+func (b *balancer) loadOf(m *member) *memberLoad {
+	if !b.can(m) {
+		return nil
+	}
+	return &b.load[b.slot[m.index]]
+}
+
+// room is what balance may still give m of kind k; 0 if m is not capable.
+func (b *balancer) room(m *member, k kind) int {
+	if l := b.loadOf(m); l != nil {
+		return l.room[k]
+	}
+	return 0
+}
+
+// give sends task i to m, which takes one of its room of kind k.
+func (b *balancer) give(i int, m *member, k kind) {
+	b.dest[i] = m
+	if l := b.loadOf(m); l != nil {
+		l.room[k]--
 	}
 }
 
+// keeps reports whether task i is one its capable owner keeps unless it
+// is above its quota (step 2 of balance).
+func (b *balancer) keeps(i int) bool {
+	t := b.p.next[i]
+	return !(b.held != nil && b.held[i] != nil) && !b.orphan[i] && t.Revoke == nil && !b.p.task[i].newOwner && !b.pinned[i] && b.can(b.owner[i])
+}
+
 // balanceKind sets dest for the tasks of kind k (see balance).
-func (p *planner) balanceKind(k kind) {
-	for _, m := range p.actives {
-		m.room[k] = m.quota[k]
+func (b *balancer) balanceKind(k kind) {
+	p := b.p
+	for j := range b.load {
+		b.load[j].room[k] = b.load[j].quota[k]
 	}
 
-	// Step 1, and the tasks of each active-capable owner grouped by owner.
+	// Step 1, and the tasks each capable owner keeps for step 2, by slot
+	// (counted, then placed in one slab).
 	var shed, orphans []int
-	owned := make([]int, len(p.actives)+1)
+	mine, owned := make([][]int, len(b.capable)), make([]int, len(b.capable))
+	for i := range p.tasks {
+		if kindOf(p.tasks[i].Stateful) == k && b.keeps(i) {
+			owned[b.slot[b.owner[i].index]]++
+		}
+	}
+	flat := make([]int, len(p.tasks))
+	for j, n := range owned {
+		mine[j], flat = flat[:0:n], flat[n:]
+	}
 	for i := range p.tasks {
 		if kindOf(p.tasks[i].Stateful) != k {
 			continue
 		}
-		t := p.next[i]
-		owner := p.byID[t.Active]
+		t, owner := p.next[i], b.owner[i]
 		switch {
-		case p.held != nil && p.held[i] != nil:
-			m := p.held[i]
-			p.dest[i] = m
-			m.room[k]--
-		case p.isOrphan[i]:
+		case b.held != nil && b.held[i] != nil:
+			b.give(i, b.held[i], k)
+		case b.orphan[i]:
 			orphans = append(orphans, i)
 		case t.Revoke != nil:
-			m := p.byID[t.Revoke.Target]
-			p.dest[i] = m
-			m.room[k]--
-		case p.fixed[i]:
-			p.dest[i] = owner
-			owner.room[k]--
-		case p.isPinned[i]:
-			p.dest[i] = owner
-		case !owner.attached:
+			b.give(i, p.byID[t.Revoke.Target], k)
+		case p.task[i].newOwner:
+			b.give(i, owner, k)
+		case b.pinned[i]:
+			b.dest[i] = owner
+		case !b.can(owner):
 			shed = append(shed, i)
 		default:
-			owned[owner.aidx+1]++
+			s := b.slot[owner.index]
+			mine[s] = append(mine[s], i)
 		}
 	}
-	for j := 1; j < len(owned); j++ {
-		owned[j] += owned[j-1]
+	for j := range b.load {
+		b.load[j].short = max(b.load[j].room[k]-len(mine[j]), 0)
 	}
-	byOwner := make([]int, owned[len(owned)-1])
-	fill := slices.Clone(owned[:len(owned)-1])
-	for i := range p.tasks {
-		t := p.next[i]
-		if kindOf(p.tasks[i].Stateful) != k || t.Revoke != nil || p.fixed[i] || p.isOrphan[i] || p.held != nil && p.held[i] != nil {
-			continue
-		}
-		if owner := p.byID[t.Active]; owner != nil && owner.attached {
-			byOwner[fill[owner.aidx]] = i
-			fill[owner.aidx]++
-		}
-	}
+	b.markMoving(k)
 
-	// under: what each member will hold of kind k before any move starts
-	// (revoke targets, tasks it got in this plan, tasks it owns and is
-	// not being revoked from) is below its quota.
-	for _, m := range p.actives {
-		m.under = m.quota[k]-m.room[k]+owned[m.aidx+1]-owned[m.aidx] < m.quota[k]
-	}
-	p.markMoving(k)
-
-	// Step 2. kept[j] are the tasks member j keeps, those it would shed
+	// Step 2: kept[j] are the tasks capable[j] keeps, those it would shed
 	// next last.
-	kept := make([][]int, len(p.actives))
-	for _, m := range p.actives {
-		mine := byOwner[owned[m.aidx]:owned[m.aidx+1]]
-		keep := max(m.room[k], 0)
-		if len(mine) > keep {
-			p.sortForShedding(mine, m, k)
-			shed = append(shed, mine[keep:]...)
-			mine = mine[:keep]
+	kept := make([][]int, len(b.capable))
+	for j, m := range b.capable {
+		own := mine[j]
+		keep := max(b.load[j].room[k], 0)
+		if len(own) > keep {
+			b.sortForShedding(own, m, k)
+			shed = append(shed, own[keep:]...)
+			own = own[:keep]
 		}
-		for _, i := range mine {
-			p.dest[i] = m
+		for _, i := range own {
+			b.dest[i] = m
 		}
-		kept[m.aidx] = mine
-		m.room[k] -= len(mine)
+		kept[j] = own
+		b.load[j].room[k] -= len(own)
 	}
 
 	// Step 3.
-	cold := p.placeOrphansWarm(orphans, k, func(m *member) {
-		j := len(kept[m.aidx]) - 1
+	cold := b.placeOrphansWarm(orphans, k, func(m *member) {
+		s := b.slot[m.index]
+		j := len(kept[s]) - 1
 		if j < 0 {
 			return
 		}
-		shed = append(shed, kept[m.aidx][j])
-		kept[m.aidx] = kept[m.aidx][:j]
-		m.room[k]++
+		shed = append(shed, kept[s][j])
+		kept[s] = kept[s][:j]
+		b.load[s].room[k]++
 	})
 
 	// Step 4.
-	slices.SortFunc(shed, func(a, b int) int {
-		la, lb := p.byID[p.next[a].Active].leaving, p.byID[p.next[b].Active].leaving
-		if la != lb {
+	slices.SortFunc(shed, func(a, c int) int {
+		la, lc := b.owner[a].leaving, b.owner[c].leaving
+		if la != lc {
 			return boolFirst(la)
 		}
-		return cmp.Compare(a, b)
+		return cmp.Compare(a, c)
 	})
 	shed = append(cold, shed...)
 	// Learners claim their room before warm copies and empty room are
 	// handed out, so that a move in flight keeps its destination.
-	var rest []int
-	for _, i := range shed {
-		if m := p.learnerDestination(i, k); m != nil {
-			p.dest[i] = m
-			m.room[k]--
-			continue
+	for _, pick := range []func(int, kind) *member{b.learnerDestination, b.warmDestination} {
+		var rest []int
+		for _, i := range shed {
+			if m := pick(i, k); m != nil {
+				b.give(i, m, k)
+				continue
+			}
+			rest = append(rest, i)
 		}
-		rest = append(rest, i)
+		shed = rest
 	}
-	shed, rest = rest, nil
-	for _, i := range shed {
-		if m := p.warmDestination(i, k); m != nil {
-			p.dest[i] = m
-			m.room[k]--
-			continue
-		}
-		rest = append(rest, i)
-	}
-	if len(rest) == 0 {
+	if len(shed) == 0 {
 		return
 	}
-	rooms := newRoomHeap(k, p.actives)
-	for _, i := range rest {
+	rooms := newRoomHeap(k, b)
+	for _, i := range shed {
 		m := rooms.top()
-		p.dest[i] = m
+		b.dest[i] = m
 		rooms.take(m)
 	}
 }
 
 // sortForShedding orders m's tasks so that those it should keep come first:
-// tasks already moving (see markMoving) are shed first,
-// then tasks whose copy on an under-quota member is freshest are shed first (a
-// restarted member gets back the tasks it left, not stale copies of tasks
-// it held long ago), then the highest task IDs. The order depends only on
-// what a plan does not change (owners, quotas, reported positions, by order
-// of magnitude), so consecutive plans shed the same tasks and a change of
-// quota sheds or keeps tasks at the margin.
-func (p *planner) sortForShedding(tasks []int, m *member, k kind) {
+// tasks already moving (see markMoving) are shed first, then tasks whose
+// copy on an under-quota member is freshest (a restarted member gets back
+// the tasks it left, not stale copies of tasks it held long ago), then the
+// highest task IDs. The order depends only on what a plan does not change
+// (owners, quotas, reported positions, by order of magnitude), so
+// consecutive plans shed the same tasks and a change of quota sheds or
+// keeps tasks at the margin.
+func (b *balancer) sortForShedding(tasks []int, m *member, k kind) {
 	type ranked struct {
 		task   int
 		moving bool   // its move is under way (markMoving)
@@ -195,37 +262,37 @@ func (p *planner) sortForShedding(tasks []int, m *member, k kind) {
 	}
 	rs := make([]ranked, len(tasks))
 	for j, i := range tasks {
-		rs[j] = ranked{i, p.movingOut[i], ^uint64(0)}
+		rs[j] = ranked{i, b.movingOut[i], ^uint64(0)}
 		if k == statefulKind {
-			rs[j].gap = p.warmGap(i, m, k)
+			rs[j].gap = b.warmGap(i, m, k)
 		}
 	}
-	slices.SortFunc(rs, func(a, b ranked) int {
+	slices.SortFunc(rs, func(a, c ranked) int {
 		// A move in flight keeps going: it is shed last of all kept.
-		if a.moving != b.moving {
-			return boolFirst(b.moving)
+		if a.moving != c.moving {
+			return boolFirst(c.moving)
 		}
 		// Keep first the tasks whose copies elsewhere are stalest. Gaps
 		// compare by order of magnitude, so that tasks committing at
 		// slightly different rates don't swap places from plan to plan.
-		if c := cmp.Compare(bits.Len64(b.gap), bits.Len64(a.gap)); c != 0 {
-			return c
+		if d := cmp.Compare(bits.Len64(c.gap), bits.Len64(a.gap)); d != 0 {
+			return d
 		}
-		return cmp.Compare(a.task, b.task)
+		return cmp.Compare(a.task, c.task)
 	})
 	for j, r := range rs {
 		tasks[j] = r.task
 	}
 }
 
-// warmGap is how many changelog sequences the freshest copy of task i on an
-// active-capable under-quota member other than owner trails the owner's copy:
-// the smaller, the less a move there replays. Max uint64 if none has one.
-func (p *planner) warmGap(i int, owner *member, k kind) uint64 {
+// warmGap is how many changelog sequences the freshest copy of task i on a
+// capable under-quota member other than owner trails the owner's copy: the
+// smaller, the less a move there replays. Max uint64 if none has one.
+func (b *balancer) warmGap(i int, owner *member, k kind) uint64 {
 	best := ^uint64(0)
-	own := p.position(i, owner)
-	for _, e := range p.pos.of(i) {
-		if e.m != owner && e.m.attached && e.m.owned[k] < e.m.quota[k] {
+	own := b.p.position(i, owner)
+	for _, e := range b.p.positions.of(i) {
+		if l := b.loadOf(e.m); e.m != owner && l != nil && l.owned[k] < l.quota[k] {
 			gap := uint64(0)
 			if own > e.pos {
 				gap = own - e.pos
@@ -237,22 +304,22 @@ func (p *planner) warmGap(i int, owner *member, k kind) uint64 {
 }
 
 // markMoving sets movingOut for the tasks of kind k whose move is under
-// way: each has a learner on another active-capable member that holds
-// fewer tasks of the kind than its quota (member.under). It depends only on owners, quotas and
-// learners of tasks that were shed anyway, so consecutive plans mark the
-// same tasks while nothing completes.
-func (p *planner) markMoving(k kind) {
-	if p.movingOut == nil {
-		p.movingOut = make([]bool, len(p.tasks))
-	}
+// way: each has a learner on another capable member that lacks tasks of
+// the kind (memberLoad.short), as many as it lacks, in task order. It
+// depends only on owners, quotas and learners, so consecutive plans mark
+// the same tasks while nothing completes, and a learner that the member
+// has no room for is not marked in one plan and dropped in the next.
+func (b *balancer) markMoving(k kind) {
+	p := b.p
 	for i := range p.tasks {
 		t := p.next[i]
-		if kindOf(p.tasks[i].Stateful) != k || t.Revoke != nil || p.fixed[i] {
+		if kindOf(p.tasks[i].Stateful) != k || t.Revoke != nil || p.task[i].newOwner {
 			continue
 		}
-		for _, l := range t.Learners {
-			if m := p.byID[l.Member]; m != nil && m.attached && m.id != t.Active && m.under {
-				p.movingOut[i] = true
+		for _, ln := range t.Learners {
+			if l := b.loadOf(p.byID[ln.Member]); l != nil && ln.Member != t.Active && l.short > 0 {
+				l.short--
+				b.movingOut[i] = true
 				break
 			}
 		}
@@ -260,10 +327,10 @@ func (p *planner) markMoving(k kind) {
 }
 
 // learnerDestination is shed task i's learner if it has room, else nil.
-func (p *planner) learnerDestination(i int, k kind) *member {
-	t := p.next[i]
+func (b *balancer) learnerDestination(i int, k kind) *member {
+	t := b.p.next[i]
 	for _, l := range t.Learners {
-		if m := p.byID[l.Member]; m != nil && m.attached && m.id != t.Active && m.room[k] > 0 {
+		if m := b.p.byID[l.Member]; m != nil && m.id != t.Active && b.room(m, k) > 0 {
 			return m
 		}
 	}
@@ -271,11 +338,12 @@ func (p *planner) learnerDestination(i int, k kind) *member {
 }
 
 // warmDestination picks where shed task i should go if a member with room
-// holds it warm: a standby (lowest lag, then ID), else the member with the
-// furthest local copy. Nil if none.
-func (p *planner) warmDestination(i int, k kind) *member {
+// holds it warm: a standby (lowest lag, then furthest local copy, then
+// ID), else the member with the furthest local copy. Nil if none.
+func (b *balancer) warmDestination(i int, k kind) *member {
+	p := b.p
 	t := p.next[i]
-	ok := func(m *member) bool { return m != nil && m.attached && m.id != t.Active && m.room[k] > 0 }
+	ok := func(m *member) bool { return m != nil && m.id != t.Active && b.room(m, k) > 0 }
 	if k == statelessKind {
 		return nil
 	}
@@ -286,14 +354,17 @@ func (p *planner) warmDestination(i int, k kind) *member {
 		if !ok(m) {
 			continue
 		}
-		if l := p.lag(i, s); best == nil || l < bestLag {
-			best, bestLag = m, l // standbys are sorted, so ties keep the lower ID
+		// Standbys are sorted, so ties keep the lower ID; a tie of lags
+		// (none reported, say) goes to the furthest local copy, so that a
+		// copy just placed does not take over from one in place.
+		if l := p.lag(i, s); best == nil || l < bestLag || l == bestLag && p.position(i, m) > p.position(i, best) {
+			best, bestLag = m, l
 		}
 	}
 	if best != nil {
 		return best
 	}
-	for _, e := range p.pos.of(i) {
+	for _, e := range p.positions.of(i) {
 		if ok(e.m) {
 			return e.m
 		}

@@ -22,10 +22,9 @@ func (p *planner) trackLeaving() {
 
 // cleanup removes what refers to members that can no longer hold it:
 // learners and standbys on dead or leaving members or on the owner itself,
-// any on stateless tasks, standbys beyond Config.Standbys (and the one
-// being built), and revokes whose
-// target died or is leaving.
-// Tasks whose owner died are left to placeOrphans.
+// any on stateless tasks, every standby when Config.Standbys is 0, and
+// revokes whose target died, is leaving or has no worker attached. Tasks
+// whose owner died are left to placeOrphans.
 func (p *planner) cleanup() {
 	for i := range p.tasks {
 		t := p.next[i]
@@ -62,10 +61,11 @@ func (p *planner) cleanup() {
 				kept = append(kept, s)
 			}
 			t.Standbys = nilIfEmpty(kept)
-			// One more than configured is a standby being moved: the new
-			// copy is built before the old one is dropped.
-			if want := max(p.cfg.Standbys, 0); len(t.Standbys) > want+1 || want == 0 && len(t.Standbys) > 0 {
-				p.trimStandbys(i, want)
+			if p.cfg.Standbys <= 0 {
+				for _, s := range t.Standbys {
+					p.move(i, MoveStandbyDrop, "", s, reasonTooMany)
+				}
+				t.Standbys = nil
 			}
 		}
 		if t.Revoke == nil {
@@ -83,7 +83,7 @@ func (p *planner) cleanup() {
 			// A retirement (the group's last members leaving): it stands
 			// while nobody can take the task, and is withdrawn once
 			// someone can, so that the task moves through a learner.
-			if len(p.actives) > 0 {
+			if len(p.attached) > 0 {
 				p.cancelRevoke(i, owner, reasonNotNeeded)
 			}
 		case target == nil:
@@ -131,7 +131,7 @@ func (p *planner) cancelRevoke(i int, owner *member, reason string) {
 	if r, ok := p.released(owner, i, cancelled); ok {
 		t.Epoch = p.mintEpoch(i)
 		t.HandoffSeq, t.HandoffAt = r.Seq, r.At
-		p.fixed[i] = true
+		p.task[i].newOwner = true
 	}
 }
 
@@ -164,18 +164,11 @@ func (p *planner) unassignAll() {
 			continue
 		case t.Active != "":
 			p.move(i, MoveUnassign, t.Active, "", reasonNoMember)
-		case p.cur[i] == nil:
+		case p.current[i] == nil:
 			p.move(i, MoveUnassign, "", "", reasonNoMember) // a new task nobody can take
 		default:
 			continue
 		}
 		*t = TaskAssignment{Epoch: t.Epoch, Minted: t.Minted}
 	}
-}
-
-func nilIfEmpty[S ~[]E, E any](s S) S {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
 }

@@ -39,6 +39,7 @@
 //	max-learners        a learner was dropped to respect the learner bounds
 //	standbys            a standby was placed to reach Config.Standbys
 //	too-many            a standby was dropped to respect Config.Standbys
+//	zones               a standby moved so that its task's copies span more zones
 //	stateless           a learner or standby was listed on a stateless task
 //	is-active           a learner or standby entry named the task's owner
 package assign

@@ -13,30 +13,28 @@ import (
 // Orphans with the fewest warm members that have room choose first, so
 // that one taking the last room of a member does not push another onto an
 // over-quota member (and balance then moving a task again).
-func (p *planner) placeOrphansWarm(orphans []int, k kind, evict func(*member)) (cold []int) {
+func (b *balancer) placeOrphansWarm(orphans []int, k kind, evict func(*member)) (cold []int) {
 	if len(orphans) == 0 {
 		return nil
 	}
-	cands := make([][]*member, len(p.tasks))
+	cands := make(map[int][]*member, len(orphans))
+	rank := make(map[int]int, len(orphans))
 	for _, i := range orphans {
-		cands[i] = p.warmCandidates(i)
-	}
-	rank := func(i int) int {
-		if n := withRoom(cands[i], k); n > 0 {
-			return n
+		cands[i] = b.warmCandidates(i)
+		rank[i] = len(b.capable) + 1
+		if n := b.withRoom(cands[i], k); n > 0 {
+			rank[i] = n
 		}
-		return len(p.actives) + 1
 	}
-	slices.SortStableFunc(orphans, func(a, b int) int { return cmp.Compare(rank(a), rank(b)) })
+	slices.SortStableFunc(orphans, func(a, c int) int { return cmp.Compare(rank[a], rank[c]) })
 	for _, i := range orphans {
-		m := p.pickOrphanOwner(i, cands[i])
+		m := b.pickOrphanOwner(i, cands[i])
 		if m == nil {
 			cold = append(cold, i)
 			continue
 		}
-		p.dest[i] = m
-		m.room[k]--
-		if m.room[k] < 0 {
+		b.give(i, m, k)
+		if b.room(m, k) < 0 {
 			evict(m)
 		}
 	}
@@ -53,11 +51,8 @@ func (p *planner) placeOrphansWarm(orphans []int, k kind, evict func(*member)) (
 // one). Balance keeps these tasks where they land in this plan.
 func (p *planner) placeOrphans() {
 	for i := range p.tasks {
-		if !p.isOrphan[i] {
-			continue
-		}
-		m := p.dest[i]
-		if m == nil {
+		m := p.task[i].dest
+		if m == nil || !p.orphan(i) {
 			continue
 		}
 		t := p.next[i]
@@ -75,25 +70,26 @@ func (p *planner) placeOrphans() {
 			if r, ok := old.rec.Released[p.tasks[i].ID]; ok && r.Epoch == t.Epoch {
 				t.HandoffSeq, t.HandoffAt = r.Seq, r.At
 			}
-			p.demoted[i] = old
+			p.task[i].demoted = old
 		}
 		p.removeMember(i, m.id)
 		t.Epoch = p.mintEpoch(i)
 		t.Active = m.id
 		t.Revoke = nil
-		p.fixed[i] = true
+		p.task[i].newOwner = true
 	}
 }
 
-// warmCandidates lists the active-capable members that can serve orphan
-// task i soonest, best first: its standbys, then its learners (each by
+// warmCandidates lists the capable members that can serve orphan task i
+// soonest, best first: its standbys, then its learners (each by
 // lowest lag, then ID), then the members with local state (furthest
 // first). For a stateless task it is the target of an interrupted revoke.
-func (p *planner) warmCandidates(i int) []*member {
+func (b *balancer) warmCandidates(i int) []*member {
+	p := b.p
 	t := p.next[i]
 	var out []*member
 	add := func(m *member) {
-		if m != nil && m.attached && m.id != t.Active && !slices.Contains(out, m) {
+		if b.can(m) && m.id != t.Active && !slices.Contains(out, m) {
 			out = append(out, m)
 		}
 	}
@@ -106,7 +102,7 @@ func (p *planner) warmCandidates(i int) []*member {
 	byLag := func(ids []string) {
 		ms := make([]*member, 0, len(ids))
 		for _, id := range ids {
-			if m := p.byID[id]; m != nil && m.attached {
+			if m := p.byID[id]; b.can(m) {
 				ms = append(ms, m)
 			}
 		}
@@ -126,17 +122,17 @@ func (p *planner) warmCandidates(i int) []*member {
 		ids = append(ids, l.Member)
 	}
 	byLag(ids)
-	for _, e := range p.pos.of(i) {
+	for _, e := range p.positions.of(i) {
 		add(e.m)
 	}
 	return out
 }
 
 // withRoom counts the members of ms with room for a task of kind k.
-func withRoom(ms []*member, k kind) int {
+func (b *balancer) withRoom(ms []*member, k kind) int {
 	n := 0
 	for _, m := range ms {
-		if m.room[k] > 0 {
+		if b.room(m, k) > 0 {
 			n++
 		}
 	}
@@ -157,19 +153,20 @@ func withRoom(ms []*member, k kind) int {
 //
 // A caught-up member is always preferred to the balanced target, because
 // a cold owner pauses the task for a restore and a warm one does not.
-func (p *planner) pickOrphanOwner(i int, cands []*member) *member {
+func (b *balancer) pickOrphanOwner(i int, cands []*member) *member {
+	p := b.p
 	k := kindOf(p.tasks[i].Stateful)
 	var best *member
 	bestWarm := false
 	for _, m := range cands {
-		if m.room[k] <= 0 {
+		if b.room(m, k) <= 0 {
 			continue
 		}
 		warm := p.caughtUp(i, m.id)
 		switch {
 		case best == nil:
 		case warm && !bestWarm:
-		case warm == bestWarm && warm && m.room[k] > best.room[k]:
+		case warm == bestWarm && warm && b.room(m, k) > b.room(best, k):
 		default:
 			continue
 		}

@@ -59,6 +59,12 @@ func (p *planner) directHandoffs() bool {
 // successor has died since (then the task fails over from it, later in
 // this plan, at an epoch above).
 func (p *planner) adoptHandoffs() {
+	var takers []*member // the members that report takeovers, by ID
+	for _, m := range p.members {
+		if len(m.rec.Takeovers) > 0 {
+			takers = append(takers, m)
+		}
+	}
 	for i := range p.tasks {
 		t := p.next[i]
 		if owner := p.byID[t.Active]; owner != nil {
@@ -71,7 +77,10 @@ func (p *planner) adoptHandoffs() {
 		if t.Revoke != nil {
 			minted = max(minted, t.Revoke.Epoch)
 		}
-		for _, m := range p.members {
+		if minted <= t.Epoch {
+			continue // no epoch above the task's was given out
+		}
+		for _, m := range takers {
 			if tk, ok := m.rec.Takeovers[p.tasks[i].ID]; ok && tk.Epoch > t.Epoch && tk.Epoch <= minted {
 				p.handOver(i, m.id, tk.Epoch, tk.Seq, tk.At, reasonTakenOver)
 				break
@@ -86,11 +95,11 @@ func (p *planner) handOver(i int, to string, epoch, seq uint64, at time.Time, re
 	t := p.next[i]
 	p.move(i, MovePromote, t.Active, to, reason)
 	if old := p.byID[t.Active]; old != nil {
-		p.demoted[i] = old
+		p.task[i].demoted = old
 	}
 	p.removeMember(i, to)
 	t.Minted = max(t.Minted, epoch)
 	t.Active, t.Epoch, t.Revoke = to, epoch, nil
 	t.HandoffSeq, t.HandoffAt = seq, at
-	p.fixed[i] = true
+	p.task[i].newOwner = true
 }

@@ -2,60 +2,50 @@ package assign
 
 import "container/heap"
 
-// roomHeap orders members by the room they have for tasks of one kind, most
-// room first, then by ID. Members track their index in it so that a change
-// of room elsewhere can be fixed in O(log n).
+// roomHeap orders a balance's capable members by the room they have for
+// tasks of one kind, most room first, then by ID. Members track their
+// position in it (memberLoad.heapAt) so that a change of room can be fixed
+// in O(log n).
 type roomHeap struct {
-	k  kind
-	ms []*member
+	k     kind
+	b     *balancer
+	slots []int
 }
 
-func newRoomHeap(k kind, ms []*member) *roomHeap {
-	h := &roomHeap{k: k, ms: make([]*member, len(ms))}
-	copy(h.ms, ms)
-	for i, m := range h.ms {
-		m.heapAt[k] = i
+func newRoomHeap(k kind, b *balancer) *roomHeap {
+	h := &roomHeap{k: k, b: b, slots: make([]int, len(b.capable))}
+	for j := range h.slots {
+		h.slots[j] = j
+		b.load[j].heapAt[k] = j
 	}
 	heap.Init(h)
 	return h
 }
 
-func (h *roomHeap) Len() int { return len(h.ms) }
+func (h *roomHeap) Len() int { return len(h.slots) }
 
 func (h *roomHeap) Less(i, j int) bool {
-	a, b := h.ms[i], h.ms[j]
-	if a.room[h.k] != b.room[h.k] {
-		return a.room[h.k] > b.room[h.k]
+	a, c := h.slots[i], h.slots[j]
+	if ra, rc := h.b.load[a].room[h.k], h.b.load[c].room[h.k]; ra != rc {
+		return ra > rc
 	}
-	return a.id < b.id
+	return h.b.capable[a].id < h.b.capable[c].id
 }
 
 func (h *roomHeap) Swap(i, j int) {
-	h.ms[i], h.ms[j] = h.ms[j], h.ms[i]
-	h.ms[i].heapAt[h.k] = i
-	h.ms[j].heapAt[h.k] = j
+	h.slots[i], h.slots[j] = h.slots[j], h.slots[i]
+	h.b.load[h.slots[i]].heapAt[h.k] = i
+	h.b.load[h.slots[j]].heapAt[h.k] = j
 }
 
-func (h *roomHeap) Push(x any) {
-	m := x.(*member)
-	m.heapAt[h.k] = len(h.ms)
-	h.ms = append(h.ms, m)
-}
-
-func (h *roomHeap) Pop() any {
-	m := h.ms[len(h.ms)-1]
-	h.ms = h.ms[:len(h.ms)-1]
-	m.heapAt[h.k] = -1
-	return m
-}
-
-// top returns the member with the most room; the heap must not be empty.
-func (h *roomHeap) top() *member { return h.ms[0] }
+// Push and Pop are heap.Interface's; the heap never grows or shrinks.
+func (h *roomHeap) Push(any)     { panic("roomHeap: push") }
+func (h *roomHeap) Pop() any     { panic("roomHeap: pop") }
+func (h *roomHeap) top() *member { return h.b.capable[h.slots[0]] }
 
 // take gives one task to m: its room shrinks by one.
 func (h *roomHeap) take(m *member) {
-	m.room[h.k]--
-	if m.heapAt[h.k] >= 0 {
-		heap.Fix(h, m.heapAt[h.k])
-	}
+	l := h.b.loadOf(m)
+	l.room[h.k]--
+	heap.Fix(h, l.heapAt[h.k])
 }

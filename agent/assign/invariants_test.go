@@ -275,6 +275,9 @@ func checkPlan(t fataler, in Input, res Result) {
 		}
 	}
 
+	if losses, misplaced, _ := checkZoneMoves(in, res); len(losses)+len(misplaced) > 0 {
+		t.Fatalf("zones: %v\ninput: %s\nresult: %s", append(losses, misplaced...), js(in), js(res))
+	}
 	checkRounds(t, in, res)
 	checkLeaving(t, in, res, live, leaving)
 	checkStill(t, in, res)
@@ -398,8 +401,10 @@ func checkRounds(t fataler, in Input, res Result) {
 	if revokedInRound && in.Now.Before(prev.Round.Started.Add(in.Config.StableMaxWait.D())) {
 		for _, id := range prev.Round.Tasks {
 			// A learner of the round still learning (not a new one of the
-			// next round, after the task's destination changed).
-			if nt, pt := next.Tasks[id], prev.Tasks[id]; nt != nil && pt != nil && nt.Revoke == nil && len(nt.Learners) > 0 && pt.hasLearner(nt.Learners[0].Member) {
+			// next round, after the task's destination changed, nor one
+			// whose member's worker detached: it only warms ahead now).
+			if nt, pt := next.Tasks[id], prev.Tasks[id]; nt != nil && pt != nil && nt.Revoke == nil && len(nt.Learners) > 0 &&
+				pt.hasLearner(nt.Learners[0].Member) && !detached[nt.Learners[0].Member] {
 				t.Fatalf("stable: round revoked before all caught up (%s is not)\n%s\n%s", id, js(in), js(res))
 			}
 		}

@@ -28,7 +28,7 @@ func (p *planner) reconcile() {
 		if t.Active == "" {
 			continue
 		}
-		d := p.dest[i]
+		d := p.task[i].dest
 		// Cold mode (a baseline for benchmarks) moves stateful tasks like
 		// stateless ones: the new owner restores before it serves.
 		if !p.tasks[i].Stateful || p.cfg.Handover == Cold {
@@ -68,7 +68,7 @@ func (p *planner) reconcile() {
 	// no longer counts against the learner bounds, so its slot goes to
 	// the next learner in the same generation.
 	if p.cfg.Handover == Stable {
-		p.settleRound() // learners dropped above leave the round
+		p.pruneRound() // learners dropped above leave the round
 	}
 	p.startRevokes()
 	p.admitLearners(wants)
@@ -77,7 +77,7 @@ func (p *planner) reconcile() {
 // plannedTarget is the member task i is being moved to: its revoke target,
 // else its destination if that is not its owner; "" if it stays.
 func (p *planner) plannedTarget(i int) string {
-	t, d := p.next[i], p.dest[i]
+	t, d := p.next[i], p.task[i].dest
 	switch {
 	case t.Revoke != nil:
 		return t.Revoke.Target
@@ -115,14 +115,12 @@ func (p *planner) dropLearnersExcept(i int, keep, reason string) {
 // the next round.
 func (p *planner) admitLearners(wants []learnerWant) {
 	total := 0
-	for _, m := range p.members {
-		m.learners = 0
-	}
+	clear(p.learnersOn)
 	defer func() { p.learnerTotal = total }()
 	wants = slices.DeleteFunc(wants, func(w learnerWant) bool { return p.next[w.task].Revoke != nil })
 	fits := func(m *member) bool {
 		return (p.cfg.MaxLearners <= 0 || total < p.cfg.MaxLearners) &&
-			(p.cfg.MaxLearnersPerMember <= 0 || m.learners < p.cfg.MaxLearnersPerMember)
+			(p.cfg.MaxLearnersPerMember <= 0 || p.learnersOn[m.index] < p.cfg.MaxLearnersPerMember)
 	}
 	slices.SortFunc(wants, func(a, b learnerWant) int {
 		if a.existing != b.existing {
@@ -141,7 +139,7 @@ func (p *planner) admitLearners(wants []learnerWant) {
 			continue
 		}
 		if fits(w.m) {
-			w.m.learners++
+			p.learnersOn[w.m.index]++
 			total++
 			continue
 		}
@@ -149,7 +147,7 @@ func (p *planner) admitLearners(wants []learnerWant) {
 	}
 	stable := p.cfg.Handover == Stable
 	if stable {
-		p.settleRound()
+		p.pruneRound()
 		if p.round != nil {
 			return
 		}
@@ -158,11 +156,11 @@ func (p *planner) admitLearners(wants []learnerWant) {
 		if w.existing || !fits(w.m) {
 			continue
 		}
-		w.m.learners++
+		p.learnersOn[w.m.index]++
 		total++
 		t := p.next[w.task]
 		t.Learners = append(t.Learners, Learner{Member: w.m.id, Since: p.now})
-		p.learnerBorn[w.task] = true
+		p.task[w.task].newLearner = true
 		p.move(w.task, MoveLearnerAdd, t.Active, w.m.id, p.moveReason(w.task))
 	}
 	if stable {
@@ -186,18 +184,18 @@ func boolFirst(a bool) int {
 	return 1
 }
 
-// settleRound drops from the stable round the tasks that are being
+// pruneRound drops from the stable round the tasks that are being
 // revoked (their learner caught up with the round's) or whose move was
 // cancelled (no learner left, or one that only warms ahead of a detached
 // member's worker), and ends the round when none is left.
-func (p *planner) settleRound() {
+func (p *planner) pruneRound() {
 	r := p.round
 	if r == nil {
 		return
 	}
 	kept := r.Tasks[:0]
 	for _, id := range r.Tasks {
-		i, ok := p.byTask[id]
+		i, ok := p.taskIndex[id]
 		if !ok {
 			continue
 		}
@@ -218,7 +216,7 @@ func (p *planner) roundTasks() []bool {
 	}
 	in := make([]bool, len(p.tasks))
 	for _, id := range p.round.Tasks {
-		in[p.byTask[id]] = true
+		in[p.taskIndex[id]] = true
 	}
 	return in
 }
@@ -232,7 +230,7 @@ func (p *planner) roundReady() bool {
 		return true
 	}
 	for _, id := range r.Tasks {
-		i := p.byTask[id]
+		i := p.taskIndex[id]
 		if t := p.next[i]; t.Revoke == nil && !p.learnerReady(i) {
 			return false
 		}
@@ -244,7 +242,7 @@ func (p *planner) roundReady() bool {
 // generation and has caught up.
 func (p *planner) learnerReady(i int) bool {
 	t := p.next[i]
-	return len(t.Learners) == 1 && !p.learnerBorn[i] && p.caughtUp(i, t.Learners[0].Member)
+	return len(t.Learners) == 1 && !p.task[i].newLearner && p.caughtUp(i, t.Learners[0].Member)
 }
 
 // startRevokes revokes each stateful task whose destination is warm and
@@ -255,7 +253,7 @@ func (p *planner) startRevokes() {
 	inRound := p.roundTasks()
 	for i := range p.tasks {
 		t := p.next[i]
-		d := p.dest[i]
+		d := p.task[i].dest
 		if !p.tasks[i].Stateful || t.Active == "" || t.Revoke != nil || d == nil || d.id == t.Active {
 			continue
 		}
@@ -273,7 +271,7 @@ func (p *planner) startRevokes() {
 // wasStandby reports whether m is a standby of task i in the current
 // assignment: its copy is warm even if this plan trimmed the entry.
 func (p *planner) wasStandby(i int, m string) bool {
-	return p.cur[i] != nil && slices.Contains(p.cur[i].Standbys, m)
+	return p.current[i] != nil && slices.Contains(p.current[i].Standbys, m)
 }
 
 func (p *planner) startRevoke(i int, to *member, reason string) {
@@ -292,4 +290,33 @@ func (p *planner) moveReason(i int) string {
 		return reasonLeave
 	}
 	return reasonBalance
+}
+
+// buildSlots returns a function that reserves room on m for one more
+// standby being built (one that has not caught up) under Config.MaxLearners
+// and MaxLearnersPerMember, after the learners admitLearners kept, and
+// reports whether it did; with anyway it counts the build whatever the
+// bounds. What is being built already is counted when the first build asks.
+func (p *planner) buildSlots() func(m *member, anyway bool) bool {
+	var building []int // by member index, counted when a move first asks
+	total := p.learnerTotal
+	return func(m *member, anyway bool) bool {
+		if building == nil {
+			building = make([]int, len(p.members))
+			for i, t := range p.next {
+				for _, id := range t.Standbys {
+					if !p.caughtUp(i, id) {
+						building[p.byID[id].index]++
+						total++
+					}
+				}
+			}
+		}
+		if !anyway && (p.cfg.MaxLearners > 0 && total >= p.cfg.MaxLearners ||
+			p.cfg.MaxLearnersPerMember > 0 && p.learnersOn[m.index]+building[m.index] >= p.cfg.MaxLearnersPerMember) {
+			return false
+		}
+		total, building[m.index] = total+1, building[m.index]+1
+		return true
+	}
 }

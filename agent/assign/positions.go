@@ -19,7 +19,7 @@ type posEntry struct {
 	pos  uint64
 }
 
-func indexPositions(p *planner) positions {
+func indexPositions(p *view) positions {
 	// Count the entries of each task, then place them by task (a counting
 	// sort) and order each task's few entries; the map iteration order is
 	// irrelevant once sorted.
@@ -61,11 +61,11 @@ func indexPositions(p *planner) positions {
 
 // useful returns the index of the stateful task a reported position is
 // for, if it is worth preferring: a copy at sequence 0 holds nothing.
-func (p *planner) useful(id string, pos uint64) (int, bool) {
+func (p *view) useful(id string, pos uint64) (int, bool) {
 	if pos == 0 {
 		return 0, false
 	}
-	i, ok := p.byTask[id]
+	i, ok := p.taskIndex[id]
 	return i, ok && p.tasks[i].Stateful
 }
 

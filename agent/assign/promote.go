@@ -29,7 +29,7 @@ func (p *planner) promote() {
 			// A retirement: the owner stopped; nobody takes over yet.
 			p.move(i, MoveUnassign, owner.id, "", reasonNoMember)
 			*t = TaskAssignment{Epoch: t.Epoch, Minted: t.Minted}
-			p.demoted[i] = owner
+			p.task[i].demoted = owner
 			continue
 		}
 		if released {
@@ -43,7 +43,7 @@ func (p *planner) promote() {
 		t.Epoch = p.revokeEpoch(i)
 		t.Active = target
 		t.Revoke = nil
-		p.demoted[i] = owner
-		p.fixed[i] = true
+		p.task[i].demoted = owner
+		p.task[i].newOwner = true
 	}
 }

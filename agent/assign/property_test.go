@@ -8,11 +8,13 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestPlanProperties drives random groups through random events (joins,
-// leaves, deaths, progress, releases, time, reconfiguration), checks every
-// invariant of each plan (checkPlan), then lets the group settle with every
-// learner caught up and every revoke released and checks that it converges
-// to a balanced assignment that planning again does not change.
+// TestPlanProperties drives random groups (members in zones) through
+// random events (joins, leaves, deaths, progress, releases, time,
+// reconfiguration), checks every invariant of each plan (checkPlan, zones
+// included), then lets the group settle with every learner caught up and
+// every revoke released and checks that it converges to a balanced
+// assignment, its tasks' copies spread over the zones, that planning again
+// does not change.
 func TestPlanProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := newWorld(t)
@@ -22,7 +24,7 @@ func TestPlanProperties(t *testing.T) {
 			in := w.input()
 			res := Plan(in)
 			checkPlan(t, in, res)
-			w.settle(res)
+			w.publish(res)
 		}
 		// Every worker attaches, then the group settles.
 		for _, m := range w.live {
@@ -41,6 +43,9 @@ func converge(t *rapid.T, in Input) {
 		t.Fatalf("no convergence after %d plans; last:\n%s", limit, js(run.Final))
 	}
 	checkBalanced(t, in.Members, in.Config, run.Final.Assignment)
+	if bad := checkZoneSpan(in.Members, in.Config, run.Final.Assignment); len(bad) > 0 {
+		t.Fatalf("settled, yet %v\n%s", bad, js(run.Final.Assignment))
+	}
 }
 
 // checkBalanced checks a settled assignment: no learners or revokes left,

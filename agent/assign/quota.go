@@ -35,8 +35,8 @@ func weight(capacity int) uint64 {
 	return uint64(capacity)
 }
 
-// setQuotas gives each member of ms its quota of stateful and of stateless
-// tasks, total[k] of each kind, so that three axes balance at once: each
+// setQuotas gives each member ms[j] its quota of stateful and of stateless
+// tasks in load[j].quota, total[k] of each kind, so that three axes balance at once: each
 // member's stateful quota, its stateless quota and their sum are each the
 // floor or the ceiling of its capacity-weighted share. The quotas of each
 // kind add up to total[k].
@@ -47,7 +47,7 @@ func weight(capacity int) uint64 {
 // stays within its share of all actives: a member whose two fractional
 // parts add up to one or more needs one spare, and may take two only if
 // they add up to more than one. Among the ways to do that, setQuotas picks
-// one that keeps the most tasks where they are (m.owned): a spare of a kind
+// one that keeps the most tasks where they are (load[j].owned): a spare of a kind
 // is worth one kept task to a member that owns more of that kind than its
 // floor. That is a small transportation problem over member types, solved
 // exactly (minCostFlow); within a type, spares go by the largest fractional
@@ -59,7 +59,7 @@ func weight(capacity int) uint64 {
 // destinations because only a completed move changes owners: quotas must
 // not depend on anything a plan itself changes (learners), or the next plan
 // would undo its own decisions.
-func setQuotas(ms []*member, total [2]int) {
+func setQuotas(ms []*member, load []memberLoad, total [2]int) {
 	if len(ms) == 0 {
 		return
 	}
@@ -72,24 +72,24 @@ func setQuotas(ms []*member, total [2]int) {
 	types := map[quotaType][]*quotaMember{}
 	for i, m := range ms {
 		q := &qs[i]
-		q.m = m
+		q.m, q.l = m, &load[i]
 		for k := range 2 {
 			num := uint64(total[k]) * m.weight
-			m.quota[k] = int(num / sum)
+			q.l.quota[k] = int(num / sum)
 			q.frac[k] = num % sum
 		}
 		var t quotaType
 		t.may[0], t.may[1] = q.frac[0] > 0, q.frac[1] > 0
 		t.need = q.frac[0]+q.frac[1] >= sum && t.may[0] // both parts are then positive
 		t.both = q.frac[0]+q.frac[1] > sum
-		t.gain[0] = b2i(m.owned[0] > m.quota[0])
-		t.gain[1] = b2i(m.owned[1] > m.quota[1])
+		t.gain[0] = b2i(q.l.owned[0] > q.l.quota[0])
+		t.gain[1] = b2i(q.l.owned[1] > q.l.quota[1])
 		types[t] = append(types[t], q)
 	}
 	for k := range 2 {
 		spare[k] = total[k]
-		for _, m := range ms {
-			spare[k] -= m.quota[k]
+		for j := range ms {
+			spare[k] -= load[j].quota[k]
 		}
 	}
 	keys := make([]quotaType, 0, len(types))
@@ -110,6 +110,7 @@ func setQuotas(ms []*member, total [2]int) {
 // quotaMember is one member while setQuotas rounds its shares.
 type quotaMember struct {
 	m    *member
+	l    *memberLoad
 	frac [2]uint64 // fractional parts of its shares (numerators)
 }
 
@@ -148,14 +149,14 @@ func (t quotaType) hand(ms []*quotaMember, given [2]int) {
 	}
 	stateful := make([]bool, len(ms))
 	for _, i := range sorted(statefulKind)[:given[statefulKind]] {
-		ms[i].m.quota[statefulKind]++
+		ms[i].l.quota[statefulKind]++
 		stateful[i] = true
 	}
 	took := make([]bool, len(ms))
 	n := given[statelessKind]
 	order := sorted(statelessKind)
 	give := func(i int) {
-		ms[i].m.quota[statelessKind]++
+		ms[i].l.quota[statelessKind]++
 		took[i] = true
 		n--
 	}

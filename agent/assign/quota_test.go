@@ -16,36 +16,37 @@ func TestQuotasBalanceEveryAxis(t *testing.T) {
 			for l := 0; l <= 12; l++ {
 				for own := range 4 {
 					ms := make([]*member, len(cp))
+					load := make([]memberLoad, len(cp))
 					for i, c := range cp {
 						ms[i] = &member{id: fmt.Sprintf("m%d", i), weight: uint64(c)}
 						// a few ownership patterns: none, all on the first, spread, skewed
 						switch own {
 						case 1:
 							if i == 0 {
-								ms[i].owned = [2]int{s, l}
+								load[i].owned = [2]int{s, l}
 							}
 						case 2:
-							ms[i].owned = [2]int{(s + i) / len(cp), (l + len(cp) - 1 - i) / len(cp)}
+							load[i].owned = [2]int{(s + i) / len(cp), (l + len(cp) - 1 - i) / len(cp)}
 						case 3:
-							ms[i].owned = [2]int{s * (i + 1) % 5, l * (i + 2) % 4}
+							load[i].owned = [2]int{s * (i + 1) % 5, l * (i + 2) % 4}
 						}
 					}
-					setQuotas(ms, [2]int{s, l})
-					checkQuotas(t, ms, cp, s, l)
+					setQuotas(ms, load, [2]int{s, l})
+					checkQuotas(t, load, cp, s, l)
 				}
 			}
 		}
 	}
 }
 
-func checkQuotas(t *testing.T, ms []*member, cp []int, s, l int) {
+func checkQuotas(t *testing.T, load []memberLoad, cp []int, s, l int) {
 	t.Helper()
 	sum := 0
 	for _, c := range cp {
 		sum += c
 	}
 	var got [2]int
-	for i, m := range ms {
+	for i, m := range load {
 		got[0] += m.quota[0]
 		got[1] += m.quota[1]
 		for _, ax := range []struct {

@@ -21,6 +21,7 @@ const (
 	reasonMaxLearners    = "max-learners"
 	reasonStandbys       = "standbys"
 	reasonTooMany        = "too-many"
+	reasonZones          = "zones"
 	reasonStateless      = "stateless"
 	reasonIsActive       = "is-active"
 )

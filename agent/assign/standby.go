@@ -1,252 +1,135 @@
 package assign
 
-import (
-	"cmp"
-	"slices"
-)
+import "slices"
 
 // placeStandbys keeps Config.Standbys warm copies of each owned stateful
-// task, and spreads them so that each eligible member's stateful actives
-// plus standbys are within one of its capacity-weighted share of all
-// stateful copies (see standbyQuotas). Members whose worker is detached or
-// lost count here: they may hold warm copies.
-//
-// A standby moves warm: when its member holds more than its quota, a new
-// standby is added on a member with room while the old one stays; once
-// the new copy has caught up (lag within the acceptable lag) the old one
-// is dropped. So a task never has fewer warm copies than configured, and
-// one more while a copy moves (see moveStandbys). Standbys being built
-// count against Config.MaxLearners and MaxLearnersPerMember, after the
-// learners.
-//
-// Missing standbys go to eligible members that are not the owner, a
-// learner, the revoke target or a standby of the task, preferring in this
-// order: a zone that the owner and the other standbys don't use, a member
-// with room under its quota, one with local state (or the owner the task
-// was just promoted away from), the most room, the lower ID. A standby
-// moves for balance only to a member with room, and never out of a zone
-// no other copy uses into one that another copy uses; a member none of
-// whose standbys can move to a member with room sheds one through a middle
-// member (see shedThroughMiddle).
-//
-// The standbys of a task that is moving (see moving) are neither added nor
-// moved until it arrives: its learner or standby target is a warm copy for
-// failover meanwhile, and a stable set of standbys keeps the move's
-// destination from shifting between plans.
+// task on eligible members other than its owner (detached or lost workers
+// included): it computes the standby target once (see standbyTarget), then
+// moves each task's standbys towards it by one rule, a new copy added
+// before the one it replaces is dropped and nothing else dropped between,
+// one move per task at a time (see towardsTarget).
 func (p *planner) placeStandbys() {
-	want := max(p.cfg.Standbys, 0)
-	for _, m := range p.members {
-		m.standbys = 0
-	}
-	var stateful []int
-	for i := range p.tasks {
-		if !p.tasks[i].Stateful {
-			continue
-		}
-		t := p.next[i]
-		for _, s := range t.Standbys {
-			p.byID[s].standbys++
-		}
-		if t.Active != "" {
-			stateful = append(stateful, i)
+	for _, t := range p.next {
+		if mv := t.StandbyMove; mv != nil && (mv.From == mv.To || !slices.Contains(t.Standbys, mv.From) || !slices.Contains(t.Standbys, mv.To)) {
+			t.StandbyMove = nil // one of its copies is gone, and the move with it
 		}
 	}
-	if len(stateful) == 0 || len(p.eligible) == 0 {
-		return
-	}
-	p.need = make([]int, len(p.tasks))
-	p.holder = make([]*member, len(p.tasks))
-	for _, i := range stateful {
-		p.need[i] = p.standbysWanted(i, want)
-		if m := p.plannedOwner(i); m != nil {
-			p.holder[i] = m
-		} else if m := p.byID[p.next[i].Active]; m != nil && m.eligible {
-			p.holder[i] = m
+	if s := p.standbyTarget(); s != nil {
+		build := p.buildSlots()
+		for _, i := range s.tasks {
+			s.towardsTarget(i, build)
 		}
 	}
-	// Fill first, then balance what is there: the quotas that decide
-	// moves see every standby of this plan, so the next plan, seeing the
-	// same, decides the same.
-	p.standbyQuotas(stateful, want)
-	var zp *zonePicker
-	filled := false
-	for _, i := range stateful {
-		t := p.next[i]
-		need := p.need[i]
-		switch {
-		case p.moving(i):
-			if len(t.Standbys) > need {
-				p.trimStandbys(i, need)
-				filled = true
-			}
-		case len(t.Standbys) < need:
-			if zp == nil {
-				zp = newZonePicker(p.eligible)
-			}
-			p.addStandbys(i, need, zp)
-			filled = true
+}
+
+// towardsTarget moves task i's standbys one step towards the target
+// (build reserves room under the learner bounds, see buildSlots). No drop
+// costs the task a zone that the copies left could span.
+//   - Missing standbys are added at once, spanning the most zones first;
+//     a moving task's only if this plan cost it a zone (so that its
+//     destination stays put), the copy on its destination then counting
+//     as missing, since it is to become the owner.
+//   - If this plan cost the task a zone, surplus copies whose zone
+//     another copy holds go at once, but one, to make room to win it back.
+//   - Surplus copies the target does not want are dropped, never the
+//     planned owner's; a single one only once the others caught up and
+//     the tasks are at rest (it may be where one goes).
+//   - A move in flight ends once the copies kept have caught up, dropping
+//     the copy the target wants gone first (sharing a zone before one
+//     alone in its zone, then the replaced copy; the new one at once);
+//     the promotion ends it if the replaced copy becomes the owner.
+//   - Else, if the task stays put or this plan cost it a zone, a copy the
+//     target wants replaces one it does not (the pair that spans the most
+//     zones), waiting until the tasks are at rest unless it gains a zone
+//     (the copies axis follows where tasks end), and for room under the
+//     learner bounds unless it wins back a zone this plan cost the task.
+func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) bool) {
+	p, t, c, mv := s.p, s.p.next[i], &s.task[i], s.moveOf(i)
+	wanted := func(id string) bool { return slices.ContainsFunc(c.copies, func(m *member) bool { return m.id == id }) }
+	span := func(drop, add *member) int { return p.span(t, drop, add) }
+	start := func() int { return p.span(p.current[i], nil, nil) } // the zones it had
+	// keeps: dropping m costs no zone the copies left could span.
+	keeps := func(m *member) bool { return span(m, nil) >= min(span(nil, nil), len(t.Standbys)) }
+	room := c.need + b2i(mv != nil)
+	if c.holder != nil && c.holder != c.owner && p.hasStandby(i, c.holder.id) {
+		room++ // the copy that is to become the owner
+	}
+	for add, _ := s.pair(i, nil); add != nil && len(t.Standbys) < room && (!c.fixed || span(nil, nil) < start()); add, _ = s.pair(i, nil) {
+		p.addStandby(i, add, reasonStandbys) // counted if a move asks for room
+	}
+	if mv == nil && t.StandbyMove != nil && slices.ContainsFunc(p.moves, func(m Move) bool { return m.Task == p.tasks[i].ID }) {
+		t.StandbyMove = nil // no copy to spare: both are plain standbys now
+	}
+	var buf, all [4]*member
+	unwanted, standbys := buf[:0], all[:0]
+	for _, id := range t.Standbys {
+		if standbys = append(standbys, p.byID[id]); !wanted(id) && p.byID[id] != c.holder {
+			unwanted = append(unwanted, p.byID[id])
 		}
 	}
-	// Then finish the moves whose new copy has caught up, and start the
-	// moves the standbys left then call for.
-	inFlight := p.standbyInFlight(stateful, want)
-	if inFlight {
-		p.standbyQuotas(stateful, want)
-		// Clear cases first: two moves through one member leave copies
-		// tied until the other move has finished.
-		var settled map[*member][]int
-		settledOnce := func() map[*member][]int {
-			if settled == nil {
-				settled = p.settledStandbys(stateful)
-			}
-			return settled
+	unwanted = s.dropOrder(i, unwanted, standbys)
+	if mv == nil && span(nil, nil) < start() {
+		// This plan cost the task a zone: to win it back, surplus copies
+		// whose zone another copy holds go at once, but one to replace.
+		for len(t.Standbys) > c.need && len(unwanted) > 1 && keeps(unwanted[0]) {
+			p.dropStandby(i, unwanted[0].id, reasonTooMany)
+			unwanted = unwanted[1:]
 		}
-		if !p.lastStandbyMove(stateful) {
-			settledOnce = nil
-		}
-		for _, strict := range []bool{true, false} {
-			for _, i := range stateful {
-				if need := p.need[i]; !p.moving(i) && len(p.next[i].Standbys) > need {
-					p.finishStandbyMove(i, need, strict, settledOnce)
+	}
+	switch extra := len(t.Standbys) - c.need; {
+	case extra > b2i(mv != nil):
+		if drop := unwanted[:min(extra, len(unwanted))]; len(drop) > 0 && (extra > 1 || s.tasksAtRest && p.othersCaughtUp(i, drop[0].id)) {
+			for _, m := range drop {
+				if keeps(m) || len(t.Standbys) > c.need+1 { // (one surplus copy may wait)
+					p.dropStandby(i, m.id, reasonTooMany)
+					t.StandbyMove = nil
 				}
 			}
 		}
-	}
-	if filled || inFlight {
-		p.standbyQuotas(stateful, want)
-	}
-	p.moveStandbys(stateful, want)
-}
-
-// addStandbys fills task i's standbys up to need.
-func (p *planner) addStandbys(i, need int, zp *zonePicker) {
-	t := p.next[i]
-	used := p.zonesUsed(i, "")
-	excluded := p.standbyExcluded(i)
-	added := false
-	for len(t.Standbys) < need {
-		m := p.pickStandby(i, zp, excluded, used, true)
-		if m == nil {
-			break
+	case mv != nil && p.byID[mv.From] == c.holder:
+		// The replaced copy is to become the owner: its promotion ends the move.
+	case mv != nil && len(unwanted) > 0 && keeps(unwanted[0]) && (unwanted[0].id == mv.To || p.othersCaughtUp(i, unwanted[0].id)):
+		// The replaced copy goes, or the one the target now wants gone
+		// first (sharing a zone before one alone in its zone).
+		reason := reasonBalance
+		if unwanted[0].id == mv.To {
+			reason = reasonNotNeeded
 		}
-		t.Standbys = append(t.Standbys, m.id)
-		used = append(used, m.zone)
-		zp.add(m)
-		added = true
-		p.move(i, MoveStandbyAdd, t.Active, m.id, reasonStandbys)
-	}
-	if added {
-		slices.Sort(t.Standbys)
-	}
-}
-
-// zonesUsed lists the zones of task i's owner and standbys, but skip's.
-func (p *planner) zonesUsed(i int, skip string) []string {
-	t := p.next[i]
-	var used []string
-	if owner := p.byID[t.Active]; owner != nil {
-		used = append(used, owner.zone)
-	}
-	for _, s := range t.Standbys {
-		if s != skip {
-			used = append(used, p.byID[s].zone)
+		p.dropStandby(i, unwanted[0].id, reason)
+		t.StandbyMove = nil
+	case mv == nil:
+		to, from := s.pair(i, unwanted)
+		if to == nil || from == nil {
+			return
 		}
-	}
-	return used
-}
-
-// standbyExcluded reports the members that cannot be a new standby of task
-// i: its owner, its standbys, its learners and its revoke target.
-func (p *planner) standbyExcluded(i int) func(*member) bool {
-	t := p.next[i]
-	return func(m *member) bool {
-		return m.id == t.Active || p.hasStandby(i, m.id) || p.learnerOn(i, m.id) ||
-			t.Revoke != nil && t.Revoke.Target == m.id
-	}
-}
-
-// moving reports whether task i is on its way to another member.
-func (p *planner) moving(i int) bool {
-	t := p.next[i]
-	return t.Revoke != nil || p.dest[i] != nil && p.dest[i].id != t.Active
-}
-
-// trimStandbys keeps want of task i's standbys: the revoke target (or the
-// task's destination) first, then the lowest lag, then the lowest ID.
-func (p *planner) trimStandbys(i, want int) {
-	t := p.next[i]
-	target := ""
-	if t.Revoke != nil {
-		target = t.Revoke.Target
-	} else if d := p.dest[i]; d != nil {
-		target = d.id
-	}
-	order := slices.Clone(t.Standbys)
-	slices.SortStableFunc(order, func(a, b string) int {
-		if (a == target) != (b == target) {
-			return boolFirst(a == target)
+		now, then := span(nil, nil), span(from, to)
+		if regain := then > now && now < start(); c.fixed && !regain || then <= now && !s.tasksAtRest || !build(to, regain) {
+			return
 		}
-		return cmp.Compare(p.lag(i, a), p.lag(i, b))
-	})
-	for _, s := range order[want:] {
-		p.move(i, MoveStandbyDrop, t.Active, s, reasonTooMany)
-		if m := p.byID[s]; m != nil {
-			m.standbys--
+		reason := reasonBalance
+		if then > now {
+			reason = reasonZones
 		}
+		p.addStandby(i, to, reason)
+		t.StandbyMove = &StandbyMove{From: from.id, To: to.id}
 	}
-	kept := order[:want]
-	slices.Sort(kept)
-	t.Standbys = nilIfEmpty(kept)
 }
 
-// pickStandby chooses a new standby for task i (see placeStandbys), or nil.
-// Unless fill, only members in a zone the task's copies don't use, or with
-// room, are considered.
-func (p *planner) pickStandby(i int, zp *zonePicker, excluded func(*member) bool, used []string, fill bool) *member {
-	warm := func(unusedZone bool) *member {
-		var best *member
-		consider := func(m *member) {
-			if m == nil || !m.eligible || excluded(m) || m.standbys >= m.squota || unusedZone && slices.Contains(used, m.zone) {
-				return
+// pair picks a copy the target wants for task i that is not a standby yet,
+// and one of drops it would replace (nil if drops is empty): the pair whose
+// copies span the most zones, then the first in the target and in drops.
+func (s *standbyTarget) pair(i int, drops []*member) (add, drop *member) {
+	best := -1
+	for _, a := range s.task[i].copies {
+		for j := 0; j < max(len(drops), 1) && !s.p.hasStandby(i, a.id); j++ {
+			d := (*member)(nil)
+			if j < len(drops) {
+				d = drops[j]
 			}
-			if best == nil || standbyLess(m, best) {
-				best = m
+			if n := s.p.span(s.p.next[i], d, a); n > best {
+				add, drop, best = a, d, n
 			}
 		}
-		consider(p.demoted[i])
-		for _, e := range p.pos.of(i) {
-			consider(e.m)
-		}
-		return best
 	}
-	if m := warm(true); m != nil {
-		return m
-	}
-	if m := zp.pick(excluded, used, false); m != nil && (fill || m.standbys < m.squota) {
-		if m.standbys < m.squota {
-			return m
-		}
-		if w := warm(false); w != nil {
-			return w
-		}
-		return m
-	}
-	if m := warm(false); m != nil {
-		return m
-	}
-	m := zp.pick(excluded, used, true)
-	if m != nil && !fill && m.standbys >= m.squota {
-		return nil
-	}
-	return m
-}
-
-// standbyLess orders standby candidates: most room under the standby quota,
-// then ID.
-func standbyLess(a, b *member) bool {
-	ra, rb := a.squota-a.standbys, b.squota-b.standbys
-	if ra != rb {
-		return ra > rb
-	}
-	return a.id < b.id
+	return add, drop
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,19 +19,30 @@ import (
 // the group converged within Kafka's bound of rounds, that the assignment
 // is valid, and that it passes Kafka's balance checks and ours.
 //
+// The random perturbations run with members in 1, 2 and 3 zones
+// (round-robin by ID). Zones win over the balance of stateful actives plus
+// standbys (docs/plan.md), so with more than one zone that balance is
+// checked within each zone instead of over the group, and every converged
+// task's copies span as many zones as the group gives them; no plan may
+// cost a task a zone while the dropped copy's member is live.
+//
 // A round is a plan that changes the assignment (a generation): Kafka's
 // iteration count includes the iteration that finds nothing pending, and
 // our last changing plan is that iteration's counterpart. Kafka's
 // per-subtopology skew check has no counterpart: handoff task IDs carry no
 // subtopology, and the per-kind checks play its part.
 
-var convergenceSeeds = flag.Int("convergence.seeds", 300, "random seeds of the convergence suite (each runs in eager and stable mode)")
+var (
+	convergenceSeeds = flag.Int("convergence.seeds", 300, "random seeds of the convergence suite (each runs in eager and stable mode, in 1, 2 and 3 zones)")
+	convergenceZones = flag.String("convergence.zones", "1,2,3", "zone counts of the convergence suite's random perturbations")
+)
 
 // streamsHarness is a group driven by cluster events.
 type streamsHarness struct {
 	t                   *testing.T
 	cfg                 Config
 	stateful, stateless int
+	zones               int // members are in zones z0.., round-robin by ID
 	now                 time.Time
 	live                []Member          // sorted by ID
 	dropped             map[string]Member // members that left, with the state they had
@@ -48,7 +60,7 @@ type streamsHarness struct {
 	standbyMoves, standbyBack, standbyAgain int
 }
 
-func newStreamsHarness(t *testing.T, mode Mode, stateless, stateful, nodes, maxLearners, standbys int) *streamsHarness {
+func newStreamsHarness(t *testing.T, mode Mode, zones, stateless, stateful, nodes, maxLearners, standbys int) *streamsHarness {
 	cfg := DefaultConfig()
 	cfg.Handover = mode
 	cfg.AcceptableLag = 100
@@ -61,8 +73,8 @@ func newStreamsHarness(t *testing.T, mode Mode, stateless, stateful, nodes, maxL
 	if stateless > 0 {
 		cfg.Stateless = []string{fmt.Sprintf("l-0..%d", stateless-1)}
 	}
-	h := &streamsHarness{t: t, cfg: cfg, stateful: stateful, stateless: stateless, now: t0, dropped: map[string]Member{}}
-	fmt.Fprintf(&h.history, "%s: %d stateless, %d stateful, %d nodes, max learners %d, standbys %d\n", mode, stateless, stateful, nodes, maxLearners, standbys)
+	h := &streamsHarness{t: t, cfg: cfg, stateful: stateful, stateless: stateless, zones: zones, now: t0, dropped: map[string]Member{}}
+	fmt.Fprintf(&h.history, "%s, %d zones: %d stateless, %d stateful, %d nodes, max learners %d, standbys %d\n", mode, zones, stateless, stateful, nodes, maxLearners, standbys)
 	for range nodes {
 		h.addNode()
 	}
@@ -71,9 +83,10 @@ func newStreamsHarness(t *testing.T, mode Mode, stateless, stateful, nodes, maxL
 
 func (h *streamsHarness) addNode() {
 	id := fmt.Sprintf("m%02d", h.nextID)
+	zone := fmt.Sprintf("z%d", h.nextID%h.zones)
 	h.nextID++
-	fmt.Fprintf(&h.history, "add %s\n", id)
-	h.live = append(h.live, Member{ID: id})
+	fmt.Fprintf(&h.history, "add %s in %s\n", id, zone)
+	h.live = append(h.live, Member{ID: id, Zone: zone})
 }
 
 func (h *streamsHarness) dropNode(i int) {
@@ -147,6 +160,9 @@ func (h *streamsHarness) converge(limit int) {
 		res := Plan(in)
 		if h.check {
 			checkPlan(h.t, in, res)
+		}
+		if losses, misplaced, _ := checkZoneMoves(in, res); len(losses)+len(misplaced) > 0 {
+			h.t.Fatalf("zones: %v\n%s\nplan: %q", append(losses, misplaced...), h.history.String(), moveLines(res.Moves))
 		}
 		if !res.Changed {
 			break
@@ -280,18 +296,29 @@ func (h *streamsHarness) verify() {
 		}
 	}
 	// Kafka's checks (capacity 1 everywhere): all actives, and stateful
-	// actives plus standbys, differ by at most one between members.
-	spread := func(name string, f func(*load) int) {
+	// actives plus standbys, differ by at most one between members; the
+	// latter within each zone when there are more.
+	spread := func(name string, f func(*load) int, zone string) {
 		lo, hi := 1<<30, -1
-		for _, l := range loads {
-			lo, hi = min(lo, f(l)), max(hi, f(l))
+		for _, m := range h.live {
+			if zone == "" || m.Zone == zone {
+				lo, hi = min(lo, f(loads[m.ID])), max(hi, f(loads[m.ID]))
+			}
 		}
 		if hi-lo > 1 {
 			fail("%s: spread %d..%d", name, lo, hi)
 		}
 	}
-	spread("active tasks (Kafka)", func(l *load) int { return l.stateful + l.stateless })
-	spread("stateful tasks, active and standby (Kafka)", func(l *load) int { return l.stateful + l.standby })
+	copiesOn := func(l *load) int { return l.stateful + l.standby }
+	spread("active tasks (Kafka)", func(l *load) int { return l.stateful + l.stateless }, "")
+	zones := eligibleZones(h.live)
+	if zones == 1 {
+		spread("stateful tasks, active and standby (Kafka)", copiesOn, "")
+	} else {
+		for z := range h.zones {
+			spread(fmt.Sprintf("stateful tasks, active and standby, in zone z%d", z), copiesOn, fmt.Sprintf("z%d", z))
+		}
+	}
 	// Ours, capacity-weighted: each member within one of its share.
 	n := len(h.live)
 	within := func(name string, total int, f func(*load) int) {
@@ -305,14 +332,19 @@ func (h *streamsHarness) verify() {
 	within("stateful actives", h.stateful, func(l *load) int { return l.stateful })
 	within("stateless actives", h.stateless, func(l *load) int { return l.stateless })
 	within("all actives", h.stateful+h.stateless, func(l *load) int { return l.stateful + l.stateless })
-	within("stateful actives plus standbys", copies, func(l *load) int { return l.stateful + l.standby })
+	if zones == 1 {
+		within("stateful actives plus standbys", copies, copiesOn)
+	}
+	if bad := checkZoneSpan(h.live, h.cfg, h.current); len(bad) > 0 {
+		fail("zones: %v", bad)
+	}
 }
 
 // TestStreamsConvergenceFirstAssignment: a new one-node group converges at
 // once.
 func TestStreamsConvergenceFirstAssignment(t *testing.T) {
 	for _, mode := range []Mode{Eager, Stable} {
-		h := newStreamsHarness(t, mode, 1, 1, 1, 2, 0)
+		h := newStreamsHarness(t, mode, 1, 1, 1, 1, 2, 0)
 		h.converge(1)
 		h.verify()
 	}
@@ -324,7 +356,7 @@ func TestStreamsConvergenceFirstAssignment(t *testing.T) {
 func TestStreamsConvergenceAddingNode(t *testing.T) {
 	for _, mode := range []Mode{Eager, Stable} {
 		const stateless, stateful, learners = 7, 11, 2
-		h := newStreamsHarness(t, mode, stateless, stateful, 1, learners, 0)
+		h := newStreamsHarness(t, mode, 1, stateless, stateful, 1, learners, 0)
 		h.converge(1)
 		h.addNode()
 		h.converge(stateful/learners + 1)
@@ -341,7 +373,7 @@ func TestStreamsConvergenceAddingNode(t *testing.T) {
 func TestStreamsConvergenceDroppingNode(t *testing.T) {
 	for _, mode := range []Mode{Eager, Stable} {
 		const stateless, stateful, learners = 7, 11, 2
-		h := newStreamsHarness(t, mode, stateless, stateful, 7, learners, 0)
+		h := newStreamsHarness(t, mode, 1, stateless, stateful, 7, learners, 0)
 		h.converge(1)
 		h.dropNode(0)
 		h.converge(stateful/learners + 2)
@@ -360,49 +392,55 @@ func TestStreamsConvergenceDroppingNode(t *testing.T) {
 // group converges within 2 × (stateful + stateful × standbys) rounds and
 // passes every check. Seeds 1..-convergence.seeds, in both modes.
 func TestStreamsConvergenceRandom(t *testing.T) {
-	var rounds, moves, fewest, twice, events, extra, worst, standbyMoves, back, again int
-	for _, mode := range []Mode{Eager, Stable} {
-		for seed := 1; seed <= *convergenceSeeds; seed++ {
-			t.Run(fmt.Sprintf("%s/seed=%d", mode, seed), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(seed), 0))
-				size := rng.IntN(10) + 1
-				stateless := rng.IntN(10) + 1
-				stateful := rng.IntN(10) + 1
-				learners := rng.IntN(stateful) + 1
-				standbys := rng.IntN(size + 1)
-				h := newStreamsHarness(t, mode, stateless, stateful, size, learners, standbys)
-				h.check = seed <= 20
-				fmt.Fprintf(&h.history, "seed %d\n", seed)
-				h.converge(1)
-				h.verify()
-				for range rng.IntN(10) + 1 {
-					if rng.IntN(2) == 0 {
-						h.dropRandomNodes(rng.IntN(size), rng)
-					} else {
-						h.addOrResurrectRandomly(rng, size)
-					}
-					if len(h.live) == 0 {
-						continue
-					}
-					m, f := h.moves, h.fewest
-					h.converge(2 * (stateful + stateful*standbys))
-					h.verify()
-					events++
-					if d := (h.moves - m) - (h.fewest - f); d > 0 {
-						extra++
-						worst = max(worst, d)
-					}
-				}
-				rounds = max(rounds, h.rounds)
-				moves += h.moves
-				fewest += h.fewest
-				twice += h.twice
-				standbyMoves += h.standbyMoves
-				back += h.standbyBack
-				again += h.standbyAgain
-			})
+	for _, zs := range strings.Split(*convergenceZones, ",") {
+		zones, err := strconv.Atoi(zs)
+		if err != nil || zones < 1 {
+			t.Fatalf("-convergence.zones=%s: want zone counts such as 1,2,3", *convergenceZones)
 		}
+		var rounds, moves, fewest, twice, events, extra, worst, standbyMoves, back, again int
+		for _, mode := range []Mode{Eager, Stable} {
+			for seed := 1; seed <= *convergenceSeeds; seed++ {
+				t.Run(fmt.Sprintf("zones=%d/%s/seed=%d", zones, mode, seed), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(seed), 0))
+					size := rng.IntN(10) + 1
+					stateless := rng.IntN(10) + 1
+					stateful := rng.IntN(10) + 1
+					learners := rng.IntN(stateful) + 1
+					standbys := rng.IntN(size + 1)
+					h := newStreamsHarness(t, mode, zones, stateless, stateful, size, learners, standbys)
+					h.check = seed <= 20
+					fmt.Fprintf(&h.history, "seed %d\n", seed)
+					h.converge(1)
+					h.verify()
+					for range rng.IntN(10) + 1 {
+						if rng.IntN(2) == 0 {
+							h.dropRandomNodes(rng.IntN(size), rng)
+						} else {
+							h.addOrResurrectRandomly(rng, size)
+						}
+						if len(h.live) == 0 {
+							continue
+						}
+						m, f := h.moves, h.fewest
+						h.converge(2 * (stateful + stateful*standbys))
+						h.verify()
+						events++
+						if d := (h.moves - m) - (h.fewest - f); d > 0 {
+							extra++
+							worst = max(worst, d)
+						}
+					}
+					rounds = max(rounds, h.rounds)
+					moves += h.moves
+					fewest += h.fewest
+					twice += h.twice
+					standbyMoves += h.standbyMoves
+					back += h.standbyBack
+					again += h.standbyAgain
+				})
+			}
+		}
+		t.Logf("%d zones, %d seeds × 2 modes, %d events: most rounds after an event %d; %d owners changed, fewest possible %d (%.2f%% more); %d events moved more than the fewest (at most %d more); %d times a task changed owner twice in one convergence; %d standbys moved for balance, %d added back where they had been dropped, %d dropped where they had been added, in one convergence",
+			zones, *convergenceSeeds, events, rounds, moves, fewest, 100*float64(moves-fewest)/float64(max(fewest, 1)), extra, worst, twice, standbyMoves, back, again)
 	}
-	t.Logf("%d seeds × 2 modes, %d events: most rounds after an event %d; %d owners changed, fewest possible %d; %d events moved more than the fewest (at most %d more); %d times a task changed owner twice in one convergence; %d standbys moved for balance, %d added back where they had been dropped, %d dropped where they had been added, in one convergence",
-		*convergenceSeeds, events, rounds, moves, fewest, extra, worst, twice, standbyMoves, back, again)
 }

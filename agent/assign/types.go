@@ -192,6 +192,18 @@ type TaskAssignment struct {
 	Learners []Learner `json:"learners,omitempty"`
 	// Standbys keep the task warm for failover.
 	Standbys []string `json:"standbys,omitempty"`
+	// StandbyMove is set while a standby moves warm: To was added to
+	// Standbys to replace From, which stays a standby until To has caught
+	// up. It is recorded in the assignment so that a new leader finishes
+	// the move the old one started.
+	StandbyMove *StandbyMove `json:"standbyMove,omitempty"`
+}
+
+// StandbyMove is a standby moving from one member to another (see
+// TaskAssignment.StandbyMove).
+type StandbyMove struct {
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // Revoke is a pending move of a task away from its active owner.

@@ -1,50 +1,41 @@
 package assign
 
-// warmAhead sets warmDest, the member each task would be balanced onto if
-// every eligible member whose worker is detached (not lost) had it
-// attached. reconcile gives such a member a learner for the stateful tasks
-// bound for it, so that it warms them before its worker is up and takes
-// them over as soon as it attaches; it never gets an active task, a revoke
-// or a failover while detached.
+// setDestinations sets each task's dest: balance over the members whose
+// worker is attached. When an eligible member's worker is detached (not
+// lost), it also sets warmDest, where the same balance would send each
+// task if every such member had its worker attached. reconcile gives such
+// a member a learner for the stateful tasks bound for it, so that it warms
+// them before its worker is up and takes them over as soon as it attaches;
+// it never gets an active task, a revoke or a failover while detached.
 //
-// It runs after balance, and runs balance again on the same planner state
-// with those members counted as active-capable and the moves balance chose
-// held where it sends them (so that the hypothetical target agrees with
-// what this plan does, and the next plan finds the same one); then it
-// restores what the second balance changed. It does nothing (and costs
-// nothing) when no eligible member is detached, or in cold mode, where
-// stateful tasks have no learners.
-func (p *planner) warmAhead() {
+// The second balance holds every move the first one chose where it sends
+// it, so that the hypothetical target agrees with what this plan does and
+// the next plan finds the same one. There is none (and no cost) when no
+// eligible member is detached, or in cold mode, where stateful tasks have
+// no learners.
+func (p *planner) setDestinations() {
+	dest := p.balance(p.attached, nil)
+	for i, d := range dest {
+		p.task[i].dest = d
+	}
 	if p.cfg.Handover == Cold || !p.anyDetached() {
 		return
 	}
-	saved := make([]member, len(p.members))
-	for j, m := range p.members {
-		saved[j] = *m
-	}
-	actives, dest, moving, orphan, pinned := p.actives, p.dest, p.movingOut, p.isOrphan, p.isPinned
-	p.held = make([]*member, len(p.tasks))
+	held := make([]*member, len(p.tasks))
 	for i, d := range dest {
-		if d != nil && (orphan[i] || d.id != p.next[i].Active) {
-			p.held[i] = d
+		if d != nil && (p.orphan(i) || d.id != p.next[i].Active) {
+			held[i] = d
 		}
 	}
-	p.actives = make([]*member, 0, len(p.eligible))
+	capable := make([]*member, 0, len(p.eligible))
 	for _, m := range p.eligible {
 		if !m.lost {
-			m.attached = true
-			m.aidx = len(p.actives)
-			p.actives = append(p.actives, m)
+			capable = append(capable, m)
 		}
 	}
-	p.dest, p.movingOut = make([]*member, len(p.tasks)), nil
-	p.balance()
-	p.warmDest = p.dest
-	for j, m := range p.members {
-		*m = saved[j]
+	for i, d := range p.balance(capable, held) {
+		p.task[i].warmDest = d
 	}
-	p.actives, p.dest, p.movingOut, p.isOrphan, p.isPinned = actives, dest, moving, orphan, pinned
-	p.held = nil
 }
 
 // anyDetached reports whether an eligible member's worker is detached.
@@ -58,16 +49,13 @@ func (p *planner) anyDetached() bool {
 }
 
 // warmTarget is the detached member that should warm task i ahead of its
-// worker (see warmAhead), or nil. A task that got a new owner in this plan
-// keeps such a learner but gets no new one: where the hypothetical balance
-// would send it depends on where the real one placed it, so it is left to
-// the next plan.
+// worker (see setDestinations), or nil. A task that got a new owner in
+// this plan keeps such a learner but gets no new one: where the
+// hypothetical balance would send it depends on where the real one placed
+// it, so it is left to the next plan.
 func (p *planner) warmTarget(i int) *member {
-	if p.warmDest == nil {
-		return nil
-	}
-	w := p.warmDest[i]
-	if w == nil || w.attached || w.id == p.next[i].Active || p.fixed[i] && !p.learnerOn(i, w.id) {
+	w := p.task[i].warmDest
+	if w == nil || w.attached || w.id == p.next[i].Active || p.task[i].newOwner && !p.learnerOn(i, w.id) {
 		return nil
 	}
 	return w

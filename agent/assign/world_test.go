@@ -202,9 +202,9 @@ func (w *world) step(t *rapid.T) {
 	}
 }
 
-// settle records a plan's result as the members' agents would: each drops
+// publish records a plan's result as the members' agents would: each drops
 // its release of a task that is no longer being revoked from it.
-func (w *world) settle(res Result) {
+func (w *world) publish(res Result) {
 	w.current, w.last = res.Assignment, res
 	for id, m := range w.live {
 		pruneReleases(m, id, res.Assignment)

@@ -309,6 +309,14 @@ func planInFlight(w io.Writer, in assign.Input, res assign.Result) {
 				lines = append(lines, fmt.Sprintf("%s\t%s → %s\t%s", id, t.Active, l.Member, state))
 			}
 		}
+		if mv := t.StandbyMove; mv != nil {
+			state := "no progress reported yet"
+			if lag, ok := in.Lags[id][mv.To]; ok {
+				state = fmt.Sprintf("lag %d (acceptable %d)", lag, in.Config.AcceptableLag)
+			}
+			lines = append(lines, fmt.Sprintf("%s\t%s → %s\tstandby moving, %s: the copy on %s is dropped once the copies kept have caught up",
+				id, mv.From, mv.To, state, mv.From))
+		}
 	}
 	if len(lines) == 0 {
 		return
@@ -355,6 +363,7 @@ var planReasons = map[string]string{
 	"max-learners":        "dropped to respect the learner bounds",
 	"standbys":            "a warm copy for failover, to reach the configured standbys",
 	"too-many":            "more standbys than configured",
+	"zones":               "a standby moves so that the task's copies span more zones",
 	"stateless":           "stateless tasks have no learners or standbys",
 	"is-active":           "the entry named the task's owner itself",
 }

@@ -92,6 +92,29 @@ func TestPlanJSON(t *testing.T) {
 	}
 }
 
+// TestPlanStandbyMovesToAFreeZone: a standby in its owner's zone moves,
+// warm, to the member of a zone no copy uses; the report shows the move
+// under way and what it waits for.
+func TestPlanStandbyMovesToAFreeZone(t *testing.T) {
+	snap := `{"config": {"stateful": ["orders-0"], "standbys": 1}, "now": "2025-06-01T12:00:00Z",
+	  "members": [{"id": "worker-0", "zone": "a"}, {"id": "worker-1", "zone": "a"}, {"id": "worker-2", "zone": "b"}],
+	  "current": {"generation": 3, "tasks": {"orders-0": {"active": "worker-0", "epoch": 1, "standbys": ["worker-1"]}}},
+	  "lags": {"orders-0": {"worker-1": 0}}}`
+	out, err := runPlanCmd(t, snap, "-")
+	if err != nil {
+		t.Fatalf("handoff plan -: %v", err)
+	}
+	for _, row := range [][]string{
+		{"orders-0", "standby-add", "worker-0", "worker-2", "zones"},
+		{"orders-0", "worker-1", "→", "worker-2", "standby", "moving,", "no", "progress", "reported", "yet:", "the", "copy", "on", "worker-1",
+			"is", "dropped", "once", "the", "copies", "kept", "have", "caught", "up"},
+	} {
+		if !hasRow(out, row...) {
+			t.Errorf("handoff plan printed\n%s\nwant a line %q", out, strings.Join(row, " "))
+		}
+	}
+}
+
 // TestPlanJSONNoDeadline: with nothing that time alone would change,
 // --json leaves nextDeadline out rather than printing the zero time.
 func TestPlanJSONNoDeadline(t *testing.T) {

@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// finish assembles the Result: the next assignment, whether it differs
+// result assembles the Result: the next assignment, whether it differs
 // from the current one, the moves by task, the members that may shut down
 // and the next deadline.
-func (p *planner) finish() Result {
+func (p *planner) result() Result {
 	if p.cfg.Handover == Stable {
-		p.settleRound()
+		p.pruneRound()
 	}
 	changed := false
 	next := Assignment{
@@ -26,7 +26,7 @@ func (p *planner) finish() Result {
 			nt.Minted = 0 // nothing minted beyond the epoch in force
 		}
 		next.Tasks[t.ID] = nt
-		if !changed && !sameTask(p.cur[i], nt) {
+		if !changed && !sameTask(p.current[i], nt) {
 			changed = true
 		}
 	}
@@ -35,7 +35,7 @@ func (p *planner) finish() Result {
 	// epoch its changelog has seen, which activation requires.
 	var removed []string
 	for id, t := range p.in.Current.Tasks {
-		if _, ok := p.byTask[id]; ok || t == nil {
+		if _, ok := p.taskIndex[id]; ok || t == nil {
 			continue
 		}
 		tomb := &TaskAssignment{Epoch: t.Epoch, Minted: t.Minted}
@@ -112,13 +112,13 @@ func (p *planner) nextDeadline() time.Time {
 		if t.Active == "" || !p.tasks[i].Stateful {
 			continue
 		}
-		if m := p.byID[t.Active]; m != nil && m.leaving && len(p.actives) > 0 {
+		if m := p.byID[t.Active]; m != nil && m.leaving && len(p.attached) > 0 {
 			consider(p.leaveDeadline(m))
 		}
 	}
 	if r := p.round; r != nil && !p.roundReady() {
 		for _, id := range r.Tasks {
-			if i := p.byTask[id]; p.next[i].Revoke == nil && p.learnerReady(i) {
+			if i := p.taskIndex[id]; p.next[i].Revoke == nil && p.learnerReady(i) {
 				consider(r.Started.Add(p.cfg.StableMaxWait.D()))
 				break
 			}
