@@ -47,8 +47,10 @@ type Member struct {
 	// activationReplayed sums the activation-replay counters of the
 	// member's ended incarnations.
 	activationReplayed float64
-	starts             int
-	failures           []error // incarnations that could not be stopped
+	// directTakeovers sums handoff_direct_takeovers_total the same way.
+	directTakeovers float64
+	starts          int
+	failures        []error // incarnations that could not be stopped
 	// procs is the member's processes when the lab runs processes, kept
 	// across restarts (their logs are appended to).
 	procs *cluster.Process
@@ -211,9 +213,11 @@ func (m *Member) teardown(inc *incarnation, graceful bool, state string) error {
 			err = errors.Join(err, fmt.Errorf("member %s: the agent's view did not return within %s", m.ID, stopWait))
 		}
 
-		replayed := counterValue(inc.reg, "handoff_activation_replayed_messages_total")
+		replayed := counterValue(inc.reg, metricActivationReplayed)
+		direct := counterValue(inc.reg, metricDirectTakeovers)
 		m.mu.Lock()
 		m.activationReplayed += replayed
+		m.directTakeovers += direct
 		m.mu.Unlock()
 		if state == MemberLeft {
 			m.lab.rec.mark(Mark{Kind: MarkLeft, Member: m.ID})
@@ -355,11 +359,33 @@ func (m *Member) ActivationReplayed() float64 {
 	if m.procs != nil {
 		return float64(m.procs.Log.Replayed())
 	}
-	v := m.activationReplayed
-	if m.inc != nil {
-		v += counterValue(m.inc.reg, "handoff_activation_replayed_messages_total")
+	return m.summedLocked(metricActivationReplayed, m.activationReplayed)
+}
+
+// DirectTakeovers is how many tasks this member took over directly from a
+// release entry or a hand-off message (handoff_direct_takeovers_total,
+// summed over its incarnations).
+func (m *Member) DirectTakeovers() float64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.procs != nil {
+		return float64(len(m.procs.Log.TakeoversAfter(0)))
 	}
-	return v
+	return m.summedLocked(metricDirectTakeovers, m.directTakeovers)
+}
+
+const (
+	metricActivationReplayed = "handoff_activation_replayed_messages_total"
+	metricDirectTakeovers    = "handoff_direct_takeovers_total"
+)
+
+// summedLocked is a counter of the running incarnation plus past, what the
+// ended ones counted. Callers hold m.mu.
+func (m *Member) summedLocked(name string, past float64) float64 {
+	if m.inc != nil {
+		past += counterValue(m.inc.reg, name)
+	}
+	return past
 }
 
 // counterValue sums a counter of reg over its labels; 0 if it is missing.

@@ -210,3 +210,12 @@ func (l *Lab) ActivationReplayed() float64 {
 	}
 	return v
 }
+
+// DirectTakeovers sums every member's DirectTakeovers.
+func (l *Lab) DirectTakeovers() float64 {
+	var v float64
+	for _, m := range l.Members() {
+		v += m.DirectTakeovers()
+	}
+	return v
+}

@@ -3,12 +3,14 @@ package scenario
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/internal/invariants"
 )
 
@@ -117,12 +119,35 @@ func TestChaosSoak(t *testing.T) {
 	fmt.Fprintf(&b, "  commits acknowledged: %d; commits lost: %d; acknowledged to a stale owner: %d; refused: %d; worker restarts: %d\n",
 		rep.Commits, lost, stale, rep.Refused, rep.Restarts)
 	planned, unplanned := 0, 0
+	viaLeader := map[string]int{} // why a planned activation went through the leader
 	for _, a := range rep.Activations {
-		if a.Planned {
-			planned++
-		} else {
+		if !a.Planned {
 			unplanned++
+			continue
 		}
+		planned++
+		recs, stateful := rep.Records[a.Task]
+		switch {
+		case !stateful:
+			viaLeader["stateless, the hand-off message lost or late"]++
+		case slices.ContainsFunc(recs, func(r changelog.Record) bool {
+			return r.Entry.Kind == changelog.KindRelease && r.Entry.Successor == a.Member && r.Entry.Epoch == a.Epoch
+		}):
+			// A release entry named it: the leader's generation reached
+			// it before its tailer took the task over (or the tailer
+			// refused: the successor was paused, or late).
+			viaLeader["after a release entry naming it, the generation first"]++
+		default:
+			viaLeader["no release entry named it"]++
+		}
+	}
+	var leaderWhys []string
+	for w, n := range viaLeader {
+		leaderWhys = append(leaderWhys, fmt.Sprintf("%s: %d", w, n))
+	}
+	sort.Strings(leaderWhys)
+	if len(leaderWhys) == 0 {
+		leaderWhys = []string{"none"}
 	}
 	why := map[string]int{}
 	for _, m := range h.Members() {
@@ -144,8 +169,8 @@ func TestChaosSoak(t *testing.T) {
 			stateful++
 		}
 	}
-	fmt.Fprintf(&b, "  planned hand-offs: %d taken over directly (%d stateful, %d stateless; %d release entries in the stateful tasks' changelogs, before the mark included); %d activated through the leader; releases through the leader, by why: %s; failovers and other activations: %d\n",
-		len(rep.Takeovers), stateful, len(rep.Takeovers)-stateful, rep.Releases, planned, strings.Join(whys, ", "), unplanned)
+	fmt.Fprintf(&b, "  planned hand-offs: %d taken over directly (%d stateful, %d stateless; %d release entries in the stateful tasks' changelogs, before the mark included); %d activated through the leader (%s); releases through the leader, by why: %s; failovers and other activations: %d\n",
+		len(rep.Takeovers), stateful, len(rep.Takeovers)-stateful, rep.Releases, planned, strings.Join(leaderWhys, ", "), strings.Join(whys, ", "), unplanned)
 	takeOvers := 0
 	for _, m := range h.Members() {
 		takeOvers += m.Log.Count("took over the member record of this data dir's previous run")

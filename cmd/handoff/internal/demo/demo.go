@@ -198,7 +198,7 @@ func (d *runner) run(ctx context.Context) error {
 
 	newcomer := bench.MemberID(s.members + 1)
 	up := l.Recorder().Mark("scale up: " + newcomer + " joins")
-	activationBefore := l.ActivationReplayed()
+	activationBefore, directBefore := l.ActivationReplayed(), l.DirectTakeovers()
 	genBefore := l.Recorder().GenerationAt(up)
 	d.view.setPhase("scale up", newcomer+" joins: learners warm its share up, then each task moves")
 	if _, err := l.AddMember(ctx, newcomer); err != nil {
@@ -246,6 +246,7 @@ func (d *runner) run(ctx context.Context) error {
 		pauses:             l.Recorder().Pauses(up),
 		replays:            l.Recorder().Replays(up),
 		activationReplayed: l.ActivationReplayed() - activationBefore,
+		direct:             l.DirectTakeovers() - directBefore,
 		genFrom:            genBefore,
 		genTo:              l.Recorder().Generation(),
 		check:              check,

@@ -51,6 +51,13 @@ func TestDemo(t *testing.T) {
 	if n, _ := strconv.Atoi(m[2]); n == 0 {
 		t.Errorf("the report counts no stateful move: %q", m[0])
 	}
+	d := regexp.MustCompile(`direct +(\d+) of the (\d+) hand-offs`).FindStringSubmatch(got)
+	if d == nil {
+		t.Fatalf("no direct hand-offs line in the report:\n%s", got)
+	}
+	if n, _ := strconv.Atoi(d[1]); n == 0 || d[2] != m[1] {
+		t.Errorf("the report says %q with %s hand-offs in all: want some taken over directly, of the same count", d[0], m[1])
+	}
 	for _, want := range []string{"m3 started", "learner", "moved", "m1 leaving (POST /leave)", "m1 handed everything over", "pauses "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the output lacks %q:\n%s", want, got)

@@ -18,6 +18,7 @@ type report struct {
 	pauses             []lab.Pause
 	replays            []lab.Replay
 	activationReplayed float64
+	direct             float64 // hand-offs taken over directly
 	genFrom, genTo     uint64
 	learnerSeconds     float64
 	check              lab.CheckResult
@@ -56,6 +57,7 @@ func writeReport(w io.Writer, r report) {
 	}
 	fmt.Fprintf(w, "  learners       replayed %s records (%s) in %d changelog messages over %d restores; %.2f learner-seconds\n",
 		bench.Count(float64(learned.Records)), bench.Bytes(float64(learned.Bytes)), learned.Messages, learned.Runs, r.learnerSeconds)
+	fmt.Fprintf(w, "  direct         %.0f of the %d hand-offs taken over by the successor from the changelog (a release entry) or a hand-off message, without waiting for the leader; the others through the leader's generation\n", r.direct, len(r.pauses))
 	fmt.Fprintf(w, "  activations    replayed %.0f changelog messages (a planned move finds its learner current: nothing to replay)\n", r.activationReplayed)
 	fmt.Fprintf(w, "  generations    %d → %d\n", r.genFrom, r.genTo)
 	verdict := r.check.Summary()
