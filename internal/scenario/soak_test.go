@@ -141,27 +141,11 @@ func TestChaosSoak(t *testing.T) {
 			viaLeader["no release entry named it"]++
 		}
 	}
-	var leaderWhys []string
-	for w, n := range viaLeader {
-		leaderWhys = append(leaderWhys, fmt.Sprintf("%s: %d", w, n))
-	}
-	sort.Strings(leaderWhys)
-	if len(leaderWhys) == 0 {
-		leaderWhys = []string{"none"}
-	}
 	why := map[string]int{}
 	for _, m := range h.Members() {
 		for w, n := range m.Log.ReleasesViaLeader() {
 			why[w] += n
 		}
-	}
-	var whys []string
-	for w, n := range why {
-		whys = append(whys, fmt.Sprintf("%s: %d", w, n))
-	}
-	sort.Strings(whys)
-	if len(whys) == 0 {
-		whys = []string{"none"}
 	}
 	stateful := 0
 	for _, tk := range rep.Takeovers {
@@ -170,7 +154,7 @@ func TestChaosSoak(t *testing.T) {
 		}
 	}
 	fmt.Fprintf(&b, "  planned hand-offs: %d taken over directly (%d stateful, %d stateless; %d release entries in the stateful tasks' changelogs, before the mark included); %d activated through the leader (%s); releases through the leader, by why: %s; failovers and other activations: %d\n",
-		len(rep.Takeovers), stateful, len(rep.Takeovers)-stateful, rep.Releases, planned, strings.Join(leaderWhys, ", "), strings.Join(whys, ", "), unplanned)
+		len(rep.Takeovers), stateful, len(rep.Takeovers)-stateful, rep.Releases, planned, counts(viaLeader), counts(why), unplanned)
 	takeOvers := 0
 	for _, m := range h.Members() {
 		takeOvers += m.Log.Count("took over the member record of this data dir's previous run")
@@ -186,4 +170,17 @@ func TestChaosSoak(t *testing.T) {
 	if lost > 0 || stale > 0 {
 		t.Errorf("chaos soak with seed %d: %d acknowledged commits lost, %d acknowledged to a stale owner", seed, lost, stale)
 	}
+}
+
+// counts lists a count per reason, sorted, or says none.
+func counts(by map[string]int) string {
+	var out []string
+	for w, n := range by {
+		out = append(out, fmt.Sprintf("%s: %d", w, n))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
