@@ -88,6 +88,21 @@ func (c *cluster) revokedTo(target string, owners ...string) revoke {
 	return rv
 }
 
+// revokedFromAFollower waits for a direct revoke to m3 of a task that a
+// member other than the leader owns, makes three commits of it (keys a0..),
+// and returns the leader and the revoke.
+func (c *cluster) revokedFromAFollower() (string, revoke) {
+	c.t.Helper()
+	leader, err := c.leader()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	others := slices.DeleteFunc([]string{"m1", "m2"}, func(id string) bool { return id == leader })
+	rv := c.revokedTo("m3", others...)
+	c.commits(rv.owner, rv.task, "a", 3)
+	return leader, rv
+}
+
 // commits makes n commits of task on member id, keys prefix0.., and
 // returns the last one's sequence.
 func (c *cluster) commits(id, task, prefix string, n int) uint64 {
@@ -237,13 +252,7 @@ func TestDirectHandoffSuccessorDies(t *testing.T) {
 // the task.
 func TestDirectHandoffWithoutLeader(t *testing.T) {
 	c := directCluster(t)
-	leader, err := c.leader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	others := slices.DeleteFunc([]string{"m1", "m2"}, func(id string) bool { return id == leader })
-	rv := c.revokedTo("m3", others...)
-	c.commits(rv.owner, rv.task, "a", 3)
+	leader, rv := c.revokedFromAFollower()
 	c.crash(leader)
 	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
 		t.Fatal(err)
@@ -365,13 +374,7 @@ func TestDirectHandoffRevokeCancelled(t *testing.T) {
 // owner's record expires.
 func TestDirectHandoffOwnerCrashesAfterAppend(t *testing.T) {
 	c := directCluster(t)
-	leader, err := c.leader()
-	if err != nil {
-		t.Fatal(err)
-	}
-	others := slices.DeleteFunc([]string{"m1", "m2"}, func(id string) bool { return id == leader })
-	rv := c.revokedTo("m3", others...)
-	c.commits(rv.owner, rv.task, "a", 3)
+	_, rv := c.revokedFromAFollower()
 	appended, crashed := make(chan struct{}), make(chan struct{})
 	agent.SetAfterReleaseAppend(c.members[rv.owner].a, func() {
 		close(appended)
