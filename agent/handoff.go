@@ -47,32 +47,25 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.Relea
 	if err != nil {
 		return api.ReleaseResult{}, err
 	}
-	t.commitMu.Lock()
-	defer t.commitMu.Unlock()
-	// a.mu too, so that the release is stamped with the generation whose
-	// revoke it answers: none can be applied in between.
-	a.mu.Lock()
-	t.mu.Lock()
-	unlock := func() { t.mu.Unlock(); a.mu.Unlock() }
+	// The commit lock waits for a commit in flight; a.mu is held too, so
+	// that the release is stamped with the generation whose revoke it
+	// answers: none can be applied in between.
+	l := a.lockTasks(true, t)
+	defer l.unlock()
 	if epoch != 0 && epoch != t.epoch {
-		unlock()
 		return api.ReleaseResult{}, fmt.Errorf("%w: release of task %s at epoch %d, but it is at epoch %d on member %s; a worker releases only the ownership it ran", api.ErrNotOwner, id, epoch, t.epoch, a.opts.MemberID)
 	}
 	if !t.phase.owned() || t.revoke == nil {
-		unlock()
 		return api.ReleaseResult{}, fmt.Errorf("%w: task %s is not being revoked on member %s; release only the tasks /assignment lists under revoke", api.ErrNotRevoked, id, a.opts.MemberID)
 	}
 	res := api.ReleaseResult{Task: id, Epoch: t.epoch, Seq: t.lastSeq}
 	if t.phase == phaseReleased {
-		unlock()
 		return res, nil
 	}
 	if t.phase != phaseActive && t.phase != phaseActivating {
 		// A commit that held commitMu before us found the task taken
 		// over (its append was fenced): this member may not release it.
-		phase := t.phase
-		unlock()
-		return api.ReleaseResult{}, fmt.Errorf("%w: task %s is %s on member %s, not active: it cannot be released now; read /assignment", api.ErrNotOwner, id, phase, a.opts.MemberID)
+		return api.ReleaseResult{}, fmt.Errorf("%w: task %s is %s on member %s, not active: it cannot be released now; read /assignment", api.ErrNotOwner, id, t.phase, a.opts.MemberID)
 	}
 	rv := *t.revoke
 	rel := &assign.Release{Epoch: t.epoch, Seq: t.lastSeq, Generation: a.generation}
@@ -84,7 +77,7 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.Relea
 		}
 		rel.At = time.Now()
 		a.apply(t, change{ev: evRelease, release: rel})
-		unlock()
+		l.unlock()
 		if direct {
 			a.sendHandoff(id, rv, rel.At)
 		}
@@ -92,7 +85,7 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.Relea
 			Bool(fDirect, direct).Str(fWhy, why).Str(fReceived, stamp(received)).Msg(logTaskReleased)
 		return res, nil
 	}
-	unlock()
+	l.unlockState()
 
 	// The release entry, appended under the commit lock only: a
 	// generation may be applied meanwhile, but no commit.
@@ -109,15 +102,13 @@ func (a *Agent) Release(ctx context.Context, id string, epoch uint64) (api.Relea
 	// owns the task again.
 	t.lastSeq = seq
 	rel.Seq, rel.At, rel.To, rel.ToEpoch = seq, appended, rv.target, rv.epoch
-	a.mu.Lock()
-	t.mu.Lock()
+	l.lockState()
 	if !a.apply(t, change{ev: evRelease, release: rel}) {
 		// A generation dropped the task while the entry was appended: the
 		// entry stands, and the member record says so.
-		t.release = rel
-		a.kickHeartbeat()
+		a.apply(t, change{ev: evReleaseStands, release: rel})
 	}
-	unlock()
+	l.unlock()
 	a.log.Info().Str(fTask, id).Uint64(fEpoch, res.Epoch).Uint64(fSeq, res.Seq).Str("to", rv.target).
 		Uint64("toEpoch", rv.epoch).Uint64("releaseSeq", seq).Bool(fDirect, true).
 		Str(fReceived, stamp(received)).Str(fAppended, stamp(appended)).Msg(logTaskReleased)
@@ -178,14 +169,15 @@ func (a *Agent) sendHandoff(id string, rv revokeOrder, at time.Time) {
 	}
 }
 
-// takeOver makes this member the owner of t when a release entry its
-// tailer received names it, and reports whether it did. It runs on the
-// tailer's goroutine, which then applies the entry and ends. A release
-// entry that is not the last message of the subject is left to the group:
-// whoever wrote after it owns the task at a later epoch. An activation at
-// the entry's epoch that is waiting for this tailer (the leader recorded
-// the hand-off before the tailer saw the entry) is taken over the same
-// way: it appends no marker.
+// takeOver makes this member the owner of t from a release entry that
+// names it, which a restore of t's changelog stopped at (restore.AtRelease)
+// with everything before it applied, and reports whether it did. It runs on
+// the goroutine of t's job: its tailer's, or an activation's at the entry's
+// epoch that met the entry (the leader recorded the hand-off before the
+// tailer saw it), which then appends no marker. A release entry that is not
+// the last message of the subject is left to the group: whoever wrote after
+// it owns the task at a later epoch. Once the task is this member's, the
+// entry is applied to the store before any commit of the new owner.
 func (a *Agent) takeOver(t *task, rel restore.Release) bool {
 	if rel.Successor != a.opts.MemberID {
 		return false
@@ -205,20 +197,28 @@ func (a *Agent) takeOver(t *task, rel restore.Release) bool {
 			Msg("a release entry names this member, but this member's session may have lapsed and later messages follow it; not taking the task over")
 		return false
 	}
-	t.commitMu.Lock()
-	a.mu.Lock()
-	t.mu.Lock()
+	l := a.lockTasks(true, t)
 	from := t.phase.tailing() && rel.Epoch > t.epoch || t.phase == phaseActivating && rel.Epoch == t.epoch
 	ok := t.stateful && from &&
 		a.apply(t, change{ev: evTakeOver, epoch: rel.Epoch, seq: rel.Seq,
 			takeover: &assign.Takeover{Epoch: rel.Epoch, Seq: rel.Seq, At: rel.Stored}})
-	t.mu.Unlock()
-	a.mu.Unlock() // the worker's view is bumped: its long-poll should not wait for the log
-	t.commitMu.Unlock()
+	l.unlockState() // the worker's view is bumped: its long-poll should not wait for the entry's apply or the log
+	var applyErr error
+	if ok {
+		// Under the commit lock still: the new owner's first commit, fenced
+		// on the entry, is applied after it.
+		applyErr = a.store.Apply(t.id, rel.Commit())
+	}
+	l.unlock()
 	if !ok {
 		return false
 	}
 	a.metrics.handoffPause.Observe(time.Since(rel.Stored).Seconds())
+	if applyErr != nil {
+		// The entry holds no data; the new owner's first commit moves the
+		// store's epoch on.
+		a.log.Warn().Err(applyErr).Str(fTask, t.id).Uint64(fSeq, rel.Seq).Msg("apply the release entry taken over from")
+	}
 	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, rel.Epoch).Uint64(fSeq, rel.Seq).
 		Str(fStored, stamp(rel.Stored)).Str(fReceived, stamp(rel.Received)).Str(fSeen, stamp(seen)).Msg(logTaskTakenOver)
 	return true
@@ -246,14 +246,10 @@ func (a *Agent) takeOverStateless(h group.Handoff) {
 	a.mu.Lock()
 	t := a.taskLocked(h.Task)
 	a.mu.Unlock()
-	t.commitMu.Lock()
-	a.mu.Lock()
-	t.mu.Lock()
+	l := a.lockTasks(true, t)
 	ok := h.Epoch > t.epoch && a.apply(t, change{ev: evTakeOver, epoch: h.Epoch,
 		takeover: &assign.Takeover{Epoch: h.Epoch, At: h.At}})
-	t.mu.Unlock()
-	a.mu.Unlock()
-	t.commitMu.Unlock()
+	l.unlock()
 	if !ok {
 		return
 	}

@@ -25,6 +25,10 @@ func TestTaskLifecycle(t *testing.T) {
 		evTakeOver:     {phaseActive, phaseActive, phaseActive, phaseActive, x, x, x},
 		evLose:         {x, x, x, phaseLost, phaseLost, x, x},
 		evDrop:         {phaseGone, phaseGone, phaseGone, phaseGone, phaseGone, phaseGone, phaseGone},
+		// The events that leave the phase as it is, where they may happen.
+		evKeep:          {x, x, x, phaseActivating, phaseActive, phaseReleased, x},
+		evReleaseStands: {phaseGone, phaseLearner, phaseStandby, x, x, x, phaseLost},
+		evWorkerBack:    {phaseGone, phaseLearner, phaseStandby, phaseActivating, phaseActive, phaseReleased, phaseLost},
 	}
 	for e := taskEvent(0); e < numEvents; e++ {
 		for p := taskPhase(0); p < numPhases; p++ {

@@ -175,8 +175,8 @@ func (t *task) unrecorded(d desired, ok bool) bool {
 }
 
 // reconcileLocked moves one task's runtime to what generation gen wants of
-// it, and keeps its release while gen still waits for it. Callers hold
-// a.mu.
+// it, and keeps its release while gen still waits for it (keepLocked).
+// Callers hold a.mu.
 func (a *Agent) reconcileLocked(id string, d desired, gen uint64) {
 	t := a.taskLocked(id)
 	t.mu.Lock()
@@ -187,15 +187,13 @@ func (a *Agent) reconcileLocked(id string, d desired, gen uint64) {
 	switch d.role {
 	case api.RoleActive:
 		if t.phase.owned() && t.phase != phaseLost && t.epoch == d.epoch {
-			t.takeover = nil // recorded
 			if t.revoke != nil && d.revoke == nil && t.phase == phaseReleased && t.release != nil && t.release.To == "" && !t.forWorker {
 				// The move was called off after a release through the
 				// leader: the worker serves the task again. A direct
 				// release is final.
 				a.apply(t, change{ev: evCancelRevoke})
 			}
-			t.revoke = d.revoke
-			a.keepReleaseLocked(t, d, gen)
+			a.keepLocked(t, d, gen)
 			return
 		}
 		a.apply(t, change{ev: evActivate, epoch: d.epoch, revoke: d.revoke, handoffSeq: d.handoffSeq, handoffAt: d.handoffAt})
@@ -211,38 +209,47 @@ func (a *Agent) reconcileLocked(id string, d desired, gen uint64) {
 	}
 }
 
-// keepReleaseLocked keeps t's release while a generation gen that wants d of
-// it still waits for it. A direct release (its release entry named the
-// successor), or one made for a lost worker, stands while the task is still
-// this member's at the release's epoch; one through the leader while the
-// task is still revoked. A release through the leader still in force (the
-// worker has not served the task since) answers gen's revoke too, even one
-// issued again after a cancel this member never saw, so it is stamped with
-// gen. Callers hold a.mu and t.mu.
-func (a *Agent) keepReleaseLocked(t *task, d desired, gen uint64) {
+// keepLocked applies a generation gen that keeps t here at its epoch and
+// wants d of it: it records a takeover, carries the generation's revoke,
+// and keeps the release gen still waits for (keptRelease). Callers hold a.mu
+// and t.mu.
+func (a *Agent) keepLocked(t *task, d desired, gen uint64) {
+	rel, forWorker := t.keptRelease(d, gen)
+	a.apply(t, change{ev: evKeep, revoke: d.revoke, release: rel, forWorker: forWorker})
+}
+
+// keptRelease is t's release, and whether its agent made it for its lost
+// worker, as a generation gen that wants d of t still waits for it. A
+// direct release (its release entry named the successor), or one made for
+// a lost worker, stands while the task is still this member's at the
+// release's epoch; one through the leader while the task is still revoked.
+// A release through the leader still in force (the worker has not served
+// the task since) answers gen's revoke too, even one issued again after a
+// cancel this member never saw, so it is stamped with gen. Callers hold
+// t.mu.
+func (t *task) keptRelease(d desired, gen uint64) (*assign.Release, bool) {
 	r := t.release
 	switch {
 	case r == nil:
-		return
+		return nil, t.forWorker
 	case r.To != "":
 		if d.epoch != r.Epoch {
-			t.release = nil
+			return nil, t.forWorker
 		}
-		return
+		return r, t.forWorker
 	case t.forWorker:
 		if d.epoch != r.Epoch {
-			t.release, t.forWorker = nil, false
-			return
+			return nil, false
 		}
 	case d.revoke == nil:
-		t.release = nil
-		return
+		return nil, t.forWorker
 	}
 	if t.phase == phaseReleased && t.epoch == r.Epoch {
 		rr := *r
 		rr.Generation = gen
-		t.release = &rr
+		return &rr, t.forWorker
 	}
+	return r, t.forWorker
 }
 
 // taskLocked returns the runtime of task id, made (gone, with the position

@@ -51,7 +51,7 @@ func TestRepublishWaitsForTheFirstReport(t *testing.T) {
 		t.Fatalf("a replayer that has not reported was published: %+v", got)
 	}
 
-	if err := r.Run(ctx); err != nil {
+	if _, err := r.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	a.republishProgress()

@@ -9,7 +9,7 @@ import (
 	"github.com/handoffhq/handoff/api"
 )
 
-// releaseAgent is an Agent with just what Release and keepReleaseLocked
+// releaseAgent is an Agent with just what Release and keepLocked
 // use, at generation gen.
 func releaseAgent(gen uint64, tasks ...*task) *Agent {
 	a := &Agent{
@@ -79,10 +79,10 @@ func TestKeepReleases(t *testing.T) {
 	direct := &task{id: "d", stateful: true, phase: phaseReleased, epoch: 3,
 		release: &assign.Release{Epoch: 3, Seq: 11, Generation: 5, To: "m2", ToEpoch: 4}}
 	a := releaseAgent(9, released, served, notRevoked, direct)
-	a.keepReleaseLocked(released, desired{role: api.RoleActive, epoch: 3, revoke: toNobody}, 9)
-	a.keepReleaseLocked(served, desired{role: api.RoleActive, epoch: 3, revoke: toNobody}, 9)
-	a.keepReleaseLocked(notRevoked, desired{role: api.RoleActive, epoch: 3}, 9)
-	a.keepReleaseLocked(direct, desired{role: api.RoleActive, epoch: 3}, 9) // its revoke cancelled meanwhile
+	a.keepLocked(released, desired{role: api.RoleActive, epoch: 3, revoke: toNobody}, 9)
+	a.keepLocked(served, desired{role: api.RoleActive, epoch: 3, revoke: toNobody}, 9)
+	a.keepLocked(notRevoked, desired{role: api.RoleActive, epoch: 3}, 9)
+	a.keepLocked(direct, desired{role: api.RoleActive, epoch: 3}, 9) // its revoke cancelled meanwhile
 	got := a.releases()
 	if r, ok := got["a"]; !ok || r.Generation != 9 {
 		t.Errorf("release of a = %+v, %v; want kept at generation 9", r, ok)
@@ -96,7 +96,7 @@ func TestKeepReleases(t *testing.T) {
 	if r, ok := got["d"]; !ok || r.To != "m2" || r.Generation != 5 {
 		t.Errorf("direct release of d = %+v, %v; want it kept as it was", r, ok)
 	}
-	a.keepReleaseLocked(direct, desired{role: api.RoleActive, epoch: 4}, 10)
+	a.keepLocked(direct, desired{role: api.RoleActive, epoch: 4}, 10)
 	if r, ok := a.releases()["d"]; ok {
 		t.Errorf("direct release of d = %+v kept once the task is at the successor's epoch, want it dropped", r)
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,10 +56,14 @@ type task struct {
 	replayer atomic.Pointer[restore.Replayer]
 }
 
-// job is a task's background goroutine.
+// job is a task's background goroutine (startJobLocked, lifecycle.go).
 type job struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// tookOver, read once done is closed, says that the job took the task
+	// over from a release entry that named this member: an activation that
+	// waited for this tailer has nothing left to do.
+	tookOver bool
 }
 
 func (j *job) stop() {
@@ -75,41 +80,6 @@ func (j *job) wait() {
 
 func (t *task) position() uint64 { return t.applied.Load() }
 
-// startJobLocked replaces t's background job with fn. The previous job is
-// cancelled first, and fn runs once it has ended, unless handoff is set:
-// then fn gets the previous job still running and must stop it itself (an
-// activation lets a caught-up tailer apply the previous owner's last commit
-// before it stops it). Callers hold a.mu and t.mu. Once the agent stops its
-// tasks, it starts nothing.
-func (a *Agent) startJobLocked(t *task, handoff bool, fn func(ctx context.Context, prev *job)) {
-	if a.bgCtx.Err() != nil {
-		return
-	}
-	prev := t.job
-	if !handoff {
-		prev.stop()
-	}
-	ctx, cancel := context.WithCancel(a.bgCtx)
-	j := &job{cancel: cancel, done: make(chan struct{})}
-	t.job = j
-	a.bg.Add(1)
-	go func() {
-		defer a.bg.Done()
-		defer close(j.done)
-		defer cancel()
-		if !handoff {
-			prev.wait()
-			prev = nil
-		}
-		if ctx.Err() != nil {
-			prev.stop()
-			prev.wait()
-			return
-		}
-		fn(ctx, prev)
-	}()
-}
-
 // replayPullBytes bounds what each restore buffers. A member may run a
 // dozen restores at once on its replay connection, and the server drops a
 // connection whose pending data passes 64 MiB.
@@ -122,45 +92,66 @@ const replayPullBytes = 4 << 20
 func tailPullBytes(nc *nats.Conn) int { return int(nc.MaxPayload()) + 64<<10 }
 
 // tail keeps a learner's or standby's copy current until ctx ends, or
-// until it takes the task over from a release entry that names this member
-// (takeOver). It catches up on the replay connection, in the learners'
-// slots, until it is within the acceptable lag, then follows the changelog
-// on the tail connection (replayconn.go): a copy within the acceptable lag
-// may be handed the task at any moment, and what it still has to apply is
-// then on the pause's path, where it must not queue behind other restores.
-func (a *Agent) tail(ctx context.Context, t *task, _ *job) {
+// until it meets a release entry that names this member and takes the task
+// over from it (takeOver), which it reports. It catches up on the replay
+// connection, in the learners' slots, until it is within the acceptable
+// lag, then follows the changelog on the tail connection (replayconn.go): a
+// copy within the acceptable lag may be handed the task at any moment, and
+// what it still has to apply is then on the pause's path, where it must not
+// queue behind other restores.
+func (a *Agent) tail(ctx context.Context, t *task) (tookOver bool) {
 	for ctx.Err() == nil {
 		r := a.newReplayer(t, a.replays, false, true, restore.History{})
 		r.Limit(a.learnerLimit)               // a catch-up that nobody waits for yet
 		r.EndWithin(a.config().AcceptableLag) // from there on, one may
-		reconnected, err := a.runRestore(ctx, r, a.replays)
-		if err == nil && !reconnected && ctx.Err() == nil && !a.takenOver(t, t.state().epoch) {
+		res, reconnected, err := a.runRestore(ctx, r, a.replays)
+		if err == nil && !reconnected && res.Ending == restore.CaughtUp {
 			r = a.newReplayer(t, a.tails, true, true, restore.History{})
-			reconnected, err = a.runRestore(ctx, r, a.tails)
+			res, reconnected, err = a.runRestore(ctx, r, a.tails)
 		}
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if reconnected {
 			continue // afresh, from what the store has applied
 		}
+		if err == nil && res.Ending == restore.AtRelease {
+			if a.takeOver(t, res.Release) {
+				return true
+			}
+			err = a.passRelease(t, res.Release) // and tail on from it
+		}
 		if err == nil {
-			return // taken over
+			continue
 		}
 		if !errors.Is(err, statestore.ErrFull) { // the store logs its full disk
 			a.log.Error().Err(err).Str(fTask, t.id).Msg("tailing restore failed; retrying")
 		}
 		if !group.Sleep(ctx, time.Second) {
-			return
+			return false
 		}
 	}
+	return false
+}
+
+// passRelease applies a release entry that names this member but that it
+// did not take the task over from, so that its copy goes on past it.
+func (a *Agent) passRelease(t *task, rel restore.Release) error {
+	if err := a.store.Apply(t.id, rel.Commit()); err != nil {
+		return fmt.Errorf("apply the release entry of task %s at seq %d: %w", t.id, rel.Seq, err)
+	}
+	return nil
 }
 
 // activate makes this member the task's active owner at epoch: it waits
 // for the previous owner's last commit, then appends the epoch marker fenced
 // on what the store has applied, catching up first whenever the fence says
-// the copy is behind. Only then may the worker commit.
-func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoffSeq uint64, handoffAt time.Time) {
+// the copy is behind. Only then may the worker commit. An activation that
+// meets a release entry naming this member at its epoch (its tailer's, or
+// its own catch-up's: the leader recorded a direct hand-off before this
+// member's tailer saw the entry) takes the task over from it, as the tailer
+// would have, and appends no marker; it reports whether it did.
+func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoffSeq uint64, handoffAt time.Time) (tookOver bool) {
 	var took activationTimes
 	if prev != nil {
 		// A tailer that is current applies the previous owner's last
@@ -175,13 +166,13 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		prev.stop()
 		prev.wait()
 		took.waitTailer, took.stopTailer = t1.Sub(t0), time.Since(t1)
-	}
-	if a.takenOver(t, epoch) {
-		return // the tailer took the task over from the previous owner's release entry
+		if prev.tookOver {
+			return true // from the previous owner's release entry
+		}
 	}
 	if !t.stateful {
 		a.markReady(ctx, t, epoch, 0, 0, handoffAt, took)
-		return
+		return false
 	}
 	var replayed uint64 // messages this activation had to replay itself
 	hist, lost := a.taskHistory(ctx, t.id, epoch, handoffSeq), false
@@ -199,14 +190,18 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 		}
 		if handoffSeq > meta.Applied || attempt > 0 || (meta.Applied == 0 && hist.Known()) {
 			t0 := time.Now()
-			// It takes the task over from a release entry that names this
-			// member at this epoch, as the tailer would have.
-			n, err := a.catchUpCount(ctx, t, true, hist)
+			n, res, err := a.catchUpCount(ctx, t, true, hist)
 			took.catchUp += time.Since(t0)
 			replayed += n
-			if a.takenOver(t, epoch) {
-				a.metrics.activationReplayed.Add(float64(replayed))
-				return
+			if err == nil && res.Ending == restore.AtRelease {
+				if a.takeOver(t, res.Release) {
+					a.metrics.activationReplayed.Add(float64(replayed))
+					return true
+				}
+				err = a.passRelease(t, res.Release)
+				if err == nil {
+					continue // catch up past it
+				}
 			}
 			if errors.Is(err, restore.ErrLost) {
 				if !lost {
@@ -236,7 +231,7 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			// append a marker below the log's epoch, or it would fence the
 			// rightful owner.
 			a.markLost(t, epoch, meta.Epoch)
-			return
+			return false
 		}
 		t0 := time.Now()
 		seq, err := a.clog.Append(ctx, t.id, meta.Applied, changelog.Entry{Kind: changelog.KindEpoch, Epoch: epoch})
@@ -261,46 +256,41 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 			continue
 		}
 		a.markReady(ctx, t, epoch, seq, replayed, handoffAt, took)
-		return
+		return false
 	}
-}
-
-// takenOver reports whether t is active at epoch already: its tailer took
-// it over from a release entry while this activation waited for it.
-func (a *Agent) takenOver(t *task, epoch uint64) bool {
-	st := t.state()
-	return st.phase == phaseActive && st.epoch == epoch
+	return false
 }
 
 // catchUp replays the task's changelog to its end.
 func (a *Agent) catchUp(ctx context.Context, t *task) error {
-	_, err := a.catchUpCount(ctx, t, false, restore.History{})
+	_, _, err := a.catchUpCount(ctx, t, false, restore.History{})
 	return err
 }
 
 // catchUpCount is catchUp that also says how many messages it applied,
 // refusing (restore.ErrLost) a task with history hist whose state is gone;
-// with follow it takes the task over from a release entry that names this
-// member (takeOver).
-func (a *Agent) catchUpCount(ctx context.Context, t *task, follow bool, hist restore.History) (uint64, error) {
+// with atRelease it stops at a release entry that names this member, and
+// says so (restore.AtRelease).
+func (a *Agent) catchUpCount(ctx context.Context, t *task, atRelease bool, hist restore.History) (uint64, restore.Result, error) {
 	var replayed uint64
 	for {
-		r := a.newReplayer(t, a.replays, false, follow, hist)
-		reconnected, err := a.runRestore(ctx, r, a.replays)
+		r := a.newReplayer(t, a.replays, false, atRelease, hist)
+		res, reconnected, err := a.runRestore(ctx, r, a.replays)
 		replayed += r.Progress().Replayed
 		if err == nil || !reconnected || ctx.Err() != nil {
-			return replayed, err
+			return replayed, res, err
 		}
 	}
 }
 
 // runRestore runs r until it ends, ctx ends, or rc, the connection it
-// reads on, comes back, and reports whether that reconnect ended it. A
-// restore can wait on NATS with no deadline (a consumer that has not
-// noticed its server restarted, a snapshot listing whose watcher lost its
-// server), so a reconnect ends it and the caller starts a fresh one from
-// what the store has applied, as the watch loops watch afresh.
-func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer, rc *replayConn) (reconnected bool, err error) {
+// reads on, comes back, and reports how it ended and whether that
+// reconnect ended it. A restore can wait on NATS with no deadline (a
+// consumer that has not noticed its server restarted, a snapshot listing
+// whose watcher lost its server), so a reconnect ends it and the caller
+// starts a fresh one from what the store has applied, as the watch loops
+// watch afresh.
+func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer, rc *replayConn) (res restore.Result, reconnected bool, err error) {
 	back := rc.back.wait()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -315,27 +305,28 @@ func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer, rc *replayC
 		case <-done:
 		}
 	}()
-	err = r.Run(rctx)
+	res, err = r.Run(rctx)
 	close(done)
 	wg.Wait()
 	select {
 	case <-back:
-		// Cut by the reconnect: a tailing Run returns nil when its
-		// context ends, one to the end the context's error. A Run that
-		// failed on its own keeps its error.
-		cut := err == nil || errors.Is(err, context.Canceled)
-		return cut && ctx.Err() == nil, err
+		// Cut by the reconnect: a tailing Run ends cancelled, one to the
+		// end with the context's error. A Run that ended otherwise keeps
+		// its ending and its error.
+		cut := err == nil && res.Ending == restore.Cancelled || errors.Is(err, context.Canceled)
+		return res, cut && ctx.Err() == nil, err
 	default:
-		return false, err
+		return res, false, err
 	}
 }
 
 // newReplayer returns a replay of t's changelog on rc, tailing or to the
-// end, that reports its progress, and makes it t's current one. A learner's
-// or standby's (follow) takes the task over from a release entry that
-// names this member. hist is what the group's records say of the task's
-// past.
-func (a *Agent) newReplayer(t *task, rc *replayConn, tail, follow bool, hist restore.History) *restore.Replayer {
+// end, that reports its progress, and makes it t's current one. With
+// atRelease (a learner's, a standby's, an activation's) it stops at a
+// release entry that names this member, for its caller to decide whether
+// this member takes the task over. hist is what the group's records say of
+// the task's past.
+func (a *Agent) newReplayer(t *task, rc *replayConn, tail, atRelease bool, hist restore.History) *restore.Replayer {
 	pull := replayPullBytes
 	if tail {
 		pull = tailPullBytes(rc.nc)
@@ -349,8 +340,8 @@ func (a *Agent) newReplayer(t *task, rc *replayConn, tail, follow bool, hist res
 		Snapshots:    rc.snaps,
 		History:      hist,
 	}
-	if follow {
-		o.OnRelease = func(rel restore.Release) bool { return a.takeOver(t, rel) }
+	if atRelease {
+		o.Member = a.opts.MemberID
 	}
 	r := restore.New(rc.log, a.store, o)
 	t.replayer.Store(r)
@@ -364,13 +355,9 @@ func (a *Agent) newReplayer(t *task, rc *replayConn, tail, follow bool, hist res
 // restore.
 func (a *Agent) markReady(ctx context.Context, t *task, epoch, seq, replayed uint64, handoffAt time.Time, took activationTimes) {
 	fenced := time.Now()
-	t.commitMu.Lock()
-	a.mu.Lock()
-	t.mu.Lock()
+	l := a.lockTasks(true, t)
 	ok := ctx.Err() == nil && t.phase.owned() && t.epoch == epoch && a.apply(t, change{ev: evReady, seq: seq})
-	t.mu.Unlock()
-	a.mu.Unlock() // the worker's view is bumped: its long-poll should not wait for the log
-	t.commitMu.Unlock()
+	l.unlock() // the worker's view is bumped: its long-poll should not wait for the log
 	if !ok {
 		return
 	}
@@ -403,13 +390,11 @@ func (a *Agent) markLost(t *task, epoch, logEpoch uint64) {
 
 // lose marks the task as no longer this member's to write at epoch.
 func (a *Agent) lose(t *task, epoch uint64) {
-	a.mu.Lock()
-	t.mu.Lock()
+	l := a.lockTasks(false, t)
+	defer l.unlock()
 	if t.epoch == epoch {
 		a.apply(t, change{ev: evLose})
 	}
-	t.mu.Unlock()
-	a.mu.Unlock()
 }
 
 // onProgress records a restore's progress and publishes it for the leader.

@@ -52,10 +52,13 @@ func (a *Agent) WorkerAttached(time.Time) {
 	for _, id := range slices.Sorted(maps.Keys(a.tasks)) {
 		t := a.tasks[id]
 		t.mu.Lock()
-		if t.forWorker && t.revoke == nil && a.apply(t, change{ev: evResume}) {
+		switch {
+		case !t.forWorker:
+		case t.revoke == nil && a.apply(t, change{ev: evResume}):
 			resumed = append(resumed, id)
+		default:
+			a.apply(t, change{ev: evWorkerBack})
 		}
-		t.forWorker = false
 		t.mu.Unlock()
 	}
 	a.metrics.setWorkerState(assign.WorkerAttached)
@@ -154,31 +157,24 @@ func (a *Agent) CheckWorker(now time.Time) bool {
 	if !due {
 		return false
 	}
-	// Lock order: every commitMu, then a.mu, then each task's mu.
-	for _, t := range actives {
-		t.commitMu.Lock()
-		defer t.commitMu.Unlock()
-	}
-	a.mu.Lock()
+	l := a.lockTasks(true, actives...)
+	defer l.unlock()
 	if a.worker.state != assign.WorkerDetached { // attached again meanwhile
-		a.mu.Unlock()
 		return false
 	}
 	var released []string
 	for _, t := range actives {
-		t.mu.Lock()
 		r := &assign.Release{Epoch: t.epoch, Seq: t.lastSeq, At: now, Generation: a.generation}
 		if a.tasks[t.id] == t && t.phase == phaseActive && a.apply(t, change{ev: evRelease, release: r, forWorker: true}) {
 			released = append(released, t.id)
 		}
-		t.mu.Unlock()
 	}
 	a.worker.state = assign.WorkerLost
 	since := a.worker.since
 	a.metrics.setWorkerState(assign.WorkerLost)
 	a.metrics.workerLostTasks.Add(float64(len(released)))
 	a.bumpViewLocked()
-	a.mu.Unlock()
+	l.unlock()
 	a.kickHeartbeat()
 	a.log.Warn().Str("since", stamp(since)).Strs("released", released).
 		Msg("worker lost: released its active tasks on its behalf; the group moves them")

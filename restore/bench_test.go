@@ -120,7 +120,7 @@ func benchmarkRestore(b *testing.B, records, perMsg int) {
 		r := restore.New(d.env.log, store, restore.Options{Task: d.task})
 		b.StartTimer()
 		start = time.Now()
-		if err := r.Run(context.Background()); err != nil {
+		if _, err := r.Run(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		tRestore += time.Since(start)

@@ -168,7 +168,7 @@ func testCrash(t *testing.T, sync bool) {
 	}
 
 	// A restore brings in what the store lacks, up to the appended commit.
-	if err := restore.New(e.log, store, restore.Options{Task: "t"}).Run(testContext(t)); err != nil {
+	if _, err := restore.New(e.log, store, restore.Options{Task: "t"}).Run(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	m, _, _ = store.Meta("t")

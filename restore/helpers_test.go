@@ -131,10 +131,19 @@ func requireSameState(t testing.TB, got, want *statestore.Store, task string) {
 	}
 }
 
+// ran is how a Run ended.
+type ran struct {
+	res restore.Result
+	err error
+}
+
 // runReplayer runs a Replayer in a goroutine; the returned channel yields
-// Run's error.
-func runReplayer(ctx context.Context, r *restore.Replayer) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+// how its Run ended.
+func runReplayer(ctx context.Context, r *restore.Replayer) <-chan ran {
+	done := make(chan ran, 1)
+	go func() {
+		res, err := r.Run(ctx)
+		done <- ran{res, err}
+	}()
 	return done
 }

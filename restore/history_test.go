@@ -46,7 +46,7 @@ func TestPurgedChangelogWithHistoryRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			store := memStore(t)
-			err := restore.New(e.log, store, restore.Options{Task: "t", History: c.history}).Run(ctx)
+			_, err := restore.New(e.log, store, restore.Options{Task: "t", History: c.history}).Run(ctx)
 			if c.lost != errors.Is(err, restore.ErrLost) || (!c.lost && err != nil) {
 				t.Fatalf("Run with history %+v = %v, want lost %v", c.history, err, c.lost)
 			}
@@ -65,7 +65,7 @@ func TestHistoryWithChangelogRestores(t *testing.T) {
 	e, ctx := newEnv(t), testContext(t)
 	w, last := commitFive(t, e)
 	store := memStore(t)
-	if err := restore.New(e.log, store, restore.Options{Task: "t", History: restore.History{Epoch: 3, Seq: last}}).Run(ctx); err != nil {
+	if _, err := restore.New(e.log, store, restore.Options{Task: "t", History: restore.History{Epoch: 3, Seq: last}}).Run(ctx); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	requireSameState(t, store, w.store, "t")
@@ -83,7 +83,7 @@ func TestHistoryInSnapshotAfterPurge(t *testing.T) {
 	}
 	fresh := memStore(t)
 	r := restore.New(e.log, fresh, restore.Options{Task: "t", Snapshots: b, History: restore.History{Epoch: 1}})
-	if err := r.Run(ctx); err != nil {
+	if _, err := r.Run(ctx); err != nil {
 		t.Fatalf("Run with a snapshot of a purged task: %v", err)
 	}
 	requireSameState(t, fresh, w.store, "t")

@@ -88,7 +88,7 @@ func TestRestoreEqualsWriter(t *testing.T) {
 		}
 
 		opts := restore.Options{Task: task, MaxBatchBytes: rapid.SampledFrom([]int{1, 64, 0}).Draw(t, "batch")}
-		if err := restore.New(e.log, b, opts).Run(ctx); err != nil {
+		if _, err := restore.New(e.log, b, opts).Run(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for name, s := range map[string]*statestore.Store{"writer": a, "restored": b} {

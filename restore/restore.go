@@ -37,7 +37,7 @@ const (
 )
 
 // ErrStopped is wrapped by WaitApplied's error when Run returned without
-// error before reaching the sequence.
+// error before reaching the sequence (at a release entry, or cancelled).
 var ErrStopped = errors.New("restore: replayer stopped")
 
 // Commit returns e, the changelog message at seq, as the store commit that
@@ -85,12 +85,14 @@ type Options struct {
 	// Limiter, if set, bounds how many Replayers work at once (see
 	// Limiter).
 	Limiter *Limiter
-	// OnRelease, if set, is called from Run's goroutine with every release
-	// entry Run receives, once everything before it is applied and before
-	// the entry itself is. Returning true says that this member took the
-	// task over from it: Run applies the entry, calls OnProgress no more,
-	// and returns nil, tailing or not.
-	OnRelease func(Release) bool
+	// Member, if set, is the member this Replayer runs on: a release entry
+	// that names it as the task's successor stops Run, with everything
+	// before the entry applied and the entry itself not, and Run returns
+	// it (Result.Release), tailing or not. Whether the member takes the
+	// task over from it is the caller's decision, and so is applying the
+	// entry (Release.Commit). Release entries that name another member are
+	// applied as they come.
+	Member string
 	// History is what the group's records say about the task's past: a
 	// task with one whose state is nowhere to be found stops Run with
 	// ErrLost instead of starting empty (history.go).
@@ -104,13 +106,50 @@ type Release struct {
 	Epoch     uint64
 	Successor string
 	// Stored is when the server stored the entry, Received when the
-	// consumer delivered it (OnRelease runs once what precedes it is
+	// consumer delivered it (Run returns it once what precedes it is
 	// applied).
 	Stored, Received time.Time
 	// Last says that nothing followed the entry on the subject when it was
 	// delivered: a successor that takes over from it is the only writer
 	// since.
 	Last bool
+}
+
+// Commit is the store commit that applies the entry: no data, and the
+// successor's epoch.
+func (rel Release) Commit() statestore.Commit {
+	return Commit(changelog.Entry{Kind: changelog.KindRelease, Epoch: rel.Epoch, Successor: rel.Successor}, rel.Seq)
+}
+
+// Ending is why a Run that returned no error ended.
+type Ending uint8
+
+const (
+	// CaughtUp: without Tail, Run applied everything that was on the
+	// subject when it reached the end (or all but EndWithin messages).
+	CaughtUp Ending = iota + 1
+	// Cancelled: a tailing Run's context ended. (A Run without Tail
+	// returns its context's error instead.)
+	Cancelled
+	// AtRelease: Run met a release entry that names Options.Member; it is
+	// in Result.Release, not applied.
+	AtRelease
+)
+
+var endingNames = [...]string{CaughtUp: "caught up", Cancelled: "cancelled", AtRelease: "at a release entry"}
+
+func (e Ending) String() string {
+	if int(e) < len(endingNames) && endingNames[e] != "" {
+		return endingNames[e]
+	}
+	return fmt.Sprintf("ending(%d)", uint8(e))
+}
+
+// Result is how a Run that returned no error ended.
+type Result struct {
+	Ending Ending
+	// Release is the entry Run stopped at when Ending is AtRelease.
+	Release Release
 }
 
 // Progress is how far a Replayer has come.
@@ -259,20 +298,21 @@ func (r *Replayer) publish(p Progress) {
 }
 
 // Run replays the task's changelog from the store's applied sequence + 1,
-// or from a snapshot it loads first (see startpoint.go).
-// Without Tail it returns nil once it has applied everything that was on the
-// subject when it reached the end; with Tail it keeps applying new messages
-// until ctx ends, then returns nil. A message that does not decode stops Run
-// with an error naming the task and sequence; nothing of it is applied, and
-// everything before it is. A changelog trimmed past the copy stops Run with
-// an error wrapping ErrGap unless a snapshot bridges it. Cancelling ctx of a
-// Run without Tail returns ctx's error; what was received is applied first
-// either way.
-func (r *Replayer) Run(ctx context.Context) (err error) {
+// or from a snapshot it loads first (see startpoint.go), and says how it
+// ended. Without Tail it ends, CaughtUp, once it has applied everything that
+// was on the subject when it reached the end; with Tail it keeps applying
+// new messages until ctx ends (Cancelled). With Member set, a release entry
+// that names it ends Run either way (AtRelease), before the entry is
+// applied. A message that does not decode stops Run with an error naming
+// the task and sequence; nothing of it is applied, and everything before it
+// is. A changelog trimmed past the copy stops Run with an error wrapping
+// ErrGap unless a snapshot bridges it. Cancelling ctx of a Run without Tail
+// returns ctx's error; what was received is applied first either way.
+func (r *Replayer) Run(ctx context.Context) (res Result, err error) {
 	r.mu.Lock()
 	if r.running {
 		r.mu.Unlock()
-		return fmt.Errorf("restore task %s: Run called twice", r.opts.Task)
+		return Result{}, fmt.Errorf("restore task %s: Run called twice", r.opts.Task)
 	}
 	r.running = true
 	r.mu.Unlock()
@@ -286,19 +326,19 @@ func (r *Replayer) Run(ctx context.Context) (err error) {
 
 	for attempt := 1; ; attempt++ {
 		if err := r.prepare(ctx); err != nil {
-			return err
+			return Result{}, err
 		}
 		if err := r.checkHistory(ctx); err != nil {
-			return err
+			return Result{}, err
 		}
 		run, err := r.start(ctx)
 		if err != nil {
-			return err
+			return Result{}, err
 		}
-		err = run.loop(ctx)
+		res, err = run.loop(ctx)
 		run.stop()
 		if !r.restartOnGap(ctx, err, attempt) {
-			return err
+			return res, err
 		}
 	}
 }

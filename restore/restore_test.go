@@ -39,8 +39,9 @@ func TestRestoreToEnd(t *testing.T) {
 	var reports []restore.Progress
 	r := restore.New(e.log, b, restore.Options{Task: "t", MaxBatchBytes: 200, Logger: zerolog.Nop(),
 		OnProgress: func(p restore.Progress) { reports = append(reports, p) }})
-	if err := r.Run(testContext(t)); err != nil {
-		t.Fatalf("Run: %v", err)
+	res, err := r.Run(testContext(t))
+	if err != nil || res.Ending != restore.CaughtUp {
+		t.Fatalf("Run = %v, %v; want %v", res.Ending, err, restore.CaughtUp)
 	}
 	requireSameState(t, b, a.store, "t")
 	if _, ok, _ := b.Meta("other"); ok {
@@ -65,18 +66,18 @@ func TestRestoreToEnd(t *testing.T) {
 
 	// A second run has nothing to do and returns at once.
 	r2 := restore.New(e.log, b, restore.Options{Task: "t"})
-	if err := r2.Run(testContext(t)); err != nil {
+	if _, err := r2.Run(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	if p := r2.Progress(); p.Replayed != 0 || !p.CaughtUp || p.Applied != a.last {
 		t.Errorf("second run's progress = %+v", p)
 	}
-	if err := r2.Run(testContext(t)); err == nil {
+	if _, err := r2.Run(testContext(t)); err == nil {
 		t.Error("Run called twice = nil error")
 	}
 	// A task without a changelog restores to nothing.
 	r3 := restore.New(e.log, b, restore.Options{Task: "empty"})
-	if err := r3.Run(testContext(t)); err != nil {
+	if _, err := r3.Run(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := b.Meta("empty"); ok {
@@ -100,7 +101,7 @@ func TestInterruptedRestoreResumes(t *testing.T) {
 				cancel()
 			}
 		}})
-	err := r.Run(ctx)
+	_, err := r.Run(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted Run = %v, want context.Canceled", err)
 	}
@@ -113,7 +114,7 @@ func TestInterruptedRestoreResumes(t *testing.T) {
 	}
 
 	r2 := restore.New(e.log, b, restore.Options{Task: "t"})
-	if err := r2.Run(testContext(t)); err != nil {
+	if _, err := r2.Run(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	if p := r2.Progress(); p.Replayed != n-stopAt {
@@ -158,8 +159,8 @@ func TestTailSeesNewCommits(t *testing.T) {
 		}
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("tailing Run after cancel = %v, want nil", err)
+	if end := <-done; end.err != nil || end.res.Ending != restore.Cancelled {
+		t.Fatalf("tailing Run after cancel = %v, %v; want nil, %v", end.res.Ending, end.err, restore.Cancelled)
 	}
 	requireSameState(t, b, a.store, "t")
 	mu.Lock()
@@ -210,8 +211,8 @@ func TestTailAcrossNATSRestart(t *testing.T) {
 		t.Fatalf("WaitApplied after NATS restart: %v", err)
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if end := <-done; end.err != nil {
+		t.Fatal(end.err)
 	}
 	requireSameState(t, b, a.store, "t")
 }
@@ -241,7 +242,7 @@ func TestCorruptMessage(t *testing.T) {
 
 			b := memStore(t)
 			r := restore.New(e.log, b, restore.Options{Task: "t"})
-			err = r.Run(testContext(t))
+			_, err = r.Run(testContext(t))
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Run = %v, want %v", err, tt.want)
 			}
@@ -281,7 +282,10 @@ func TestWaitApplied(t *testing.T) {
 	tail := restore.New(e.log, memStore(t), restore.Options{Task: "t", Tail: true})
 	tctx, stopTail := context.WithCancel(testContext(t))
 	tailed := make(chan error, 1)
-	go func() { tailed <- tail.Run(tctx) }()
+	go func() {
+		_, err := tail.Run(tctx)
+		tailed <- err
+	}()
 	next := a.last + 1 // the stream holds only this task
 	go func() { waited <- tail.WaitApplied(testContext(t), next) }()
 	a.commit(t, entry(1))
@@ -298,7 +302,7 @@ func TestWaitApplied(t *testing.T) {
 	if err := <-tailed; err != nil {
 		t.Fatalf("tailing Run = %v", err)
 	}
-	if err := r.Run(testContext(t)); err != nil {
+	if _, err := r.Run(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	// A sequence a finished Run never reached.
@@ -324,7 +328,7 @@ func TestBytesBoundedPull(t *testing.T) {
 	}
 	b := memStore(t)
 	r := restore.New(e.log, b, restore.Options{Task: "t", PullMaxBytes: maxPayload})
-	if err := r.Run(testContext(t)); err != nil {
+	if _, err := r.Run(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	requireSameState(t, b, a.store, "t")

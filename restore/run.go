@@ -49,9 +49,9 @@ type run struct {
 	reportTimer *time.Timer
 	reportArmed bool
 	lastReport  time.Time
-	reportedEnd bool // the last report was caught up
-	finished    bool // without Tail: reached the end
-	takenOver   bool // OnRelease took the task over: no more OnProgress
+	reportedEnd bool     // the last report was caught up
+	finished    bool     // without Tail: reached the end
+	atRelease   *Release // the release entry naming Options.Member that ends the run
 }
 
 // start reads where the store is, learns the subject's end and starts the
@@ -154,7 +154,7 @@ func (u *run) stop() {
 	}
 }
 
-func (u *run) loop(ctx context.Context) (err error) {
+func (u *run) loop(ctx context.Context) (res Result, err error) {
 	defer func() {
 		if ferr := u.flush(); err == nil {
 			err = ferr
@@ -162,7 +162,7 @@ func (u *run) loop(ctx context.Context) (err error) {
 		u.report(true)
 	}()
 	u.report(true) // where Run starts
-	for !u.finished {
+	for !u.finished && u.atRelease == nil {
 		// A cancelled context wins over messages ready at the same time.
 		if ctx.Err() != nil {
 			return u.cancelled(ctx)
@@ -170,19 +170,19 @@ func (u *run) loop(ctx context.Context) (err error) {
 		select {
 		case d := <-u.msgs:
 			if err := u.limited(ctx, func() error { return u.add(d.msg, d.at) }); err != nil {
-				return err
+				return Result{}, err
 			}
 		case <-u.flushTimer.C:
 			u.flushArmed = false
 			if err := u.limited(ctx, u.flush); err != nil {
-				return err
+				return Result{}, err
 			}
 		case <-u.r.nudge:
 			// A waiter (an activation) wants a sequence: apply it now if
 			// it has come.
 			if w := u.r.wanted.Load(); w > u.applied && u.received >= w {
 				if err := u.limited(ctx, u.flush); err != nil {
-					return err
+					return Result{}, err
 				}
 			}
 		case <-u.reportTimer.C:
@@ -192,24 +192,30 @@ func (u *run) loop(ctx context.Context) (err error) {
 			return u.cancelled(ctx)
 		}
 	}
-	return nil
+	if u.atRelease != nil {
+		return Result{Ending: AtRelease, Release: *u.atRelease}, nil
+	}
+	return Result{Ending: CaughtUp}, nil
 }
 
 // limited runs fn in a slot of the Replayer's Limiter; it returns the
 // cancelled run's error when ctx ends first.
 func (u *run) limited(ctx context.Context, fn func() error) error {
 	if !u.r.opts.Limiter.acquire(ctx) {
-		return u.cancelled(ctx)
+		_, err := u.cancelled(ctx)
+		return err
 	}
 	defer u.r.opts.Limiter.release()
 	return fn()
 }
 
-func (u *run) cancelled(ctx context.Context) error {
+// cancelled is how a run whose context ended ends: a tailing one has no
+// end of its own, one to the end did not reach it.
+func (u *run) cancelled(ctx context.Context) (Result, error) {
 	if u.r.opts.Tail {
-		return nil
+		return Result{Ending: Cancelled}, nil
 	}
-	return fmt.Errorf("restore task %s stopped after seq %d: %w", u.task, u.received, ctx.Err())
+	return Result{}, fmt.Errorf("restore task %s stopped after seq %d: %w", u.task, u.received, ctx.Err())
 }
 
 // add decodes msg into the pending batch and flushes the batch when it is
@@ -238,18 +244,17 @@ func (u *run) add(msg jetstream.Msg, received time.Time) error {
 		}
 		return fmt.Errorf("restore task %s: message at seq %d: %w", u.task, seq, err)
 	}
-	takenOver := false
-	if e.Kind == changelog.KindRelease && u.r.opts.OnRelease != nil {
-		// Everything before the release entry is applied first, so that a
+	if e.Kind == changelog.KindRelease && e.Successor != "" && e.Successor == u.r.opts.Member {
+		// Everything before the entry is applied first, so that a
 		// successor that takes the task over serves it at once; the entry
-		// itself (no data, the new epoch) is applied after.
+		// itself is the caller's to apply (Release.Commit).
 		if err := u.flush(); err != nil {
 			return err
 		}
-		u.report(true) // what was replayed up to the entry, before a takeover silences the reports
-		takenOver = u.r.opts.OnRelease(Release{Seq: seq, Epoch: e.Epoch, Successor: e.Successor,
-			Stored: md.Timestamp, Received: received, Last: md.NumPending == 0})
-		u.takenOver = takenOver
+		u.end = max(u.end, seq)
+		u.atRelease = &Release{Seq: seq, Epoch: e.Epoch, Successor: e.Successor,
+			Stored: md.Timestamp, Received: received, Last: md.NumPending == 0}
+		return nil
 	}
 	u.pending = append(u.pending, Commit(e, seq))
 	u.pendingBytes += len(data)
@@ -260,10 +265,6 @@ func (u *run) add(msg jetstream.Msg, received time.Time) error {
 	u.end = max(u.end, seq)
 
 	switch {
-	case takenOver:
-		// The task is the successor's now: nothing more to tail.
-		u.finished = true
-		return u.flush()
 	case md.NumPending <= u.r.opts.EndWithin || seq >= u.r.wanted.Load() && u.r.wanted.Load() > u.applied:
 		// Nothing more to come (or no more than EndWithin), or a waiter
 		// wants this sequence.
@@ -335,7 +336,7 @@ func (u *run) report(force bool) {
 	p := u.progress(now)
 	u.r.publish(p)
 	cb := u.r.opts.OnProgress
-	if cb == nil || u.takenOver {
+	if cb == nil {
 		return
 	}
 	interval := u.r.opts.ProgressInterval

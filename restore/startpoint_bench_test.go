@@ -151,7 +151,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	// The writer's state, restored once (as the measured restore does).
 	writer := diskStore(b)
 	defer writer.Close()
-	if err := restore.New(e.log, writer, restore.Options{Task: u.task}).Run(ctx); err != nil {
+	if _, err := restore.New(e.log, writer, restore.Options{Task: u.task}).Run(ctx); err != nil {
 		b.Fatal(err)
 	}
 
@@ -161,7 +161,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			s := diskStore(b)
 			r := restore.New(e.log, s, restore.Options{Task: u.task})
 			start := time.Now()
-			if err := r.Run(ctx); err != nil {
+			if _, err := r.Run(ctx); err != nil {
 				b.Fatal(err)
 			}
 			took += time.Since(start)
@@ -236,7 +236,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			s := diskStore(b)
 			r := restore.New(e.log, s, restore.Options{Task: u.task, Snapshots: bucket})
 			start := time.Now()
-			if err := r.Run(ctx); err != nil {
+			if _, err := r.Run(ctx); err != nil {
 				b.Fatal(err)
 			}
 			took += time.Since(start)

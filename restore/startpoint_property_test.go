@@ -88,7 +88,7 @@ func TestSnapshotsRestoreLikeFullReplay(t *testing.T) {
 					t.Fatalf("Trim: %v", err)
 				}
 			case actSync:
-				if err := restore.New(e.log, lag, restore.Options{Task: task, Snapshots: b}).Run(ctx); err != nil {
+				if _, err := restore.New(e.log, lag, restore.Options{Task: task, Snapshots: b}).Run(ctx); err != nil {
 					t.Fatalf("lagging member's restore: %v", err)
 				}
 				requireModel(t, "lagging member", lag, task, meta, model)
@@ -98,7 +98,7 @@ func TestSnapshotsRestoreLikeFullReplay(t *testing.T) {
 		fresh := openMemT(t)
 		defer fresh.Close()
 		for name, s := range map[string]*statestore.Store{"empty store": fresh, "lagging member": lag} {
-			if err := restore.New(e.log, s, restore.Options{Task: task, Snapshots: b}).Run(ctx); err != nil {
+			if _, err := restore.New(e.log, s, restore.Options{Task: task, Snapshots: b}).Run(ctx); err != nil {
 				t.Fatalf("%s's restore: %v", name, err)
 			}
 			requireModel(t, name, s, task, meta, model)

@@ -80,7 +80,7 @@ func TestLearnerRestoresFromSnapshotAfterTrim(t *testing.T) {
 
 	// Without the bucket, a fresh store cannot be restored: refused.
 	bare := memStore(t)
-	err := restore.New(e.log, bare, restore.Options{Task: "t"}).Run(testContext(t))
+	_, err := restore.New(e.log, bare, restore.Options{Task: "t"}).Run(testContext(t))
 	if !errors.Is(err, restore.ErrGap) {
 		t.Fatalf("Run without snapshots after a trim = %v, want ErrGap", err)
 	}
@@ -90,7 +90,7 @@ func TestLearnerRestoresFromSnapshotAfterTrim(t *testing.T) {
 
 	fresh := memStore(t)
 	r := restore.New(e.log, fresh, restore.Options{Task: "t", Snapshots: b})
-	if err := r.Run(testContext(t)); err != nil {
+	if _, err := r.Run(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	requireSameState(t, fresh, w.store, "t")
@@ -140,7 +140,7 @@ func TestLocalCopyDecidesWhetherToLoad(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := restore.New(e.log, tc.store, restore.Options{Task: "t", Snapshots: b})
-			if err := r.Run(testContext(t)); err != nil {
+			if _, err := r.Run(testContext(t)); err != nil {
 				t.Fatal(err)
 			}
 			requireSameState(t, tc.store, w.store, "t")
@@ -226,7 +226,7 @@ func TestUnusableSnapshotFallsBack(t *testing.T) {
 			logs := &logtest.Buffer{}
 			fresh := memStore(t)
 			r := restore.New(e.log, fresh, restore.Options{Task: "t", Snapshots: b, Logger: zerolog.New(logs)})
-			err := r.Run(testContext(t))
+			_, err := r.Run(testContext(t))
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("Run = %v, want %v", err, tc.wantErr)
@@ -289,8 +289,8 @@ func TestTrimOvertakesRunningRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(resume)
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if end := <-done; end.err != nil {
+		t.Fatal(end.err)
 	}
 	requireSameState(t, member, w.store, "t")
 	if _, loaded := r.LoadedSnapshot(); !loaded {
@@ -320,7 +320,7 @@ func TestLongReplayLoadsSnapshotAndKeepsCopyIfUnusable(t *testing.T) {
 			}
 			logs := &logtest.Buffer{}
 			r := restore.New(e.log, member, restore.Options{Task: "t", Snapshots: b, Logger: zerolog.New(logs)})
-			if err := r.Run(testContext(t)); err != nil {
+			if _, err := r.Run(testContext(t)); err != nil {
 				t.Fatal(err)
 			}
 			requireSameState(t, member, w.store, "t")

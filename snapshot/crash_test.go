@@ -138,7 +138,7 @@ func TestKilledUploadKeepsPreviousSnapshot(t *testing.T) {
 	// after it, which is all still there.
 	fresh := memStore(t)
 	r := restore.New(e.log, fresh, restore.Options{Task: "t", Snapshots: e.bucket})
-	if err := r.Run(ctx); err != nil {
+	if _, err := r.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := r.LoadedSnapshot(); !ok || got.Seq != prev.Info.Seq {

@@ -262,30 +262,6 @@ func (p *planner) orphan(i int) bool {
 	return m == nil || m.lost
 }
 
-// plannedOwner is the active-capable member task i is expected to end on:
-// its revoke target, else its learner, else its owner; nil if none of them
-// may own it.
-func (p *planner) plannedOwner(i int) *member {
-	t := p.next[i]
-	if t.Active == "" {
-		return nil
-	}
-	if t.Revoke != nil {
-		if m := p.byID[t.Revoke.Target]; m != nil && m.attached {
-			return m
-		}
-	}
-	for _, l := range t.Learners {
-		if m := p.byID[l.Member]; m != nil && m.attached && m.id != t.Active {
-			return m
-		}
-	}
-	if m := p.byID[t.Active]; m != nil && m.attached {
-		return m
-	}
-	return nil
-}
-
 // moving reports whether task i is on its way to another member.
 func (p *planner) moving(i int) bool {
 	t, d := p.next[i], p.task[i].dest

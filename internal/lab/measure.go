@@ -117,7 +117,7 @@ func (l *Lab) RestoreReference(ctx context.Context, task string) (Rate, error) {
 	}
 	t0 := time.Now()
 	rp := restore.New(clog, store, restore.Options{Task: task, Logger: l.log})
-	if err := rp.Run(ctx); err != nil {
+	if _, err := rp.Run(ctx); err != nil {
 		return Rate{}, fmt.Errorf("lab: reference restore of %s: %w", task, err)
 	}
 	p := rp.Progress()
