@@ -4,9 +4,14 @@
 // that applies its part of each generation: it runs restores for learners
 // and standbys, activates tasks it is given, asks its worker to release
 // revoked tasks, and serves the worker's commits through the fenced
-// changelog. Agent implements httpapi.Backend and httpapi.WorkerObserver
-// without importing httpapi: both speak api's vocabulary, and
-// internal/sidecar, which wires them, asserts it.
+// changelog. A revoked task is handed over directly: the old owner's agent
+// appends a release entry that names the successor, and the successor's
+// tailer takes the task over from it with no leader on the path
+// (handoff.go); the leader records the takeover afterwards. Each task's
+// runtime moves through one lifecycle, written only by Agent.apply
+// (lifecycle.go). Agent implements httpapi.Backend and
+// httpapi.WorkerObserver without importing httpapi: both speak api's
+// vocabulary, and internal/sidecar, which wires them, asserts it.
 package agent
 
 import (

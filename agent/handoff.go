@@ -177,7 +177,7 @@ func (a *Agent) sendHandoff(id string, rv revokeOrder, at time.Time) {
 // tailer saw it), which then appends no marker. A release entry that is not
 // the last message of the subject is left to the group: whoever wrote after
 // it owns the task at a later epoch. Once the task is this member's, the
-// entry is applied to the store before any commit of the new owner.
+// entry is applied to its store.
 func (a *Agent) takeOver(t *task, rel restore.Release) bool {
 	if rel.Successor != a.opts.MemberID {
 		return false
@@ -202,25 +202,18 @@ func (a *Agent) takeOver(t *task, rel restore.Release) bool {
 	ok := t.stateful && from &&
 		a.apply(t, change{ev: evTakeOver, epoch: rel.Epoch, seq: rel.Seq,
 			takeover: &assign.Takeover{Epoch: rel.Epoch, Seq: rel.Seq, At: rel.Stored}})
-	l.unlockState() // the worker's view is bumped: its long-poll should not wait for the entry's apply or the log
-	var applyErr error
-	if ok {
-		// Under the commit lock still: the new owner's first commit, fenced
-		// on the entry, is applied after it.
-		applyErr = a.store.Apply(t.id, rel.Commit())
-	}
-	l.unlock()
+	l.unlock() // the worker's view is bumped: its long-poll should not wait for the log
 	if !ok {
 		return false
 	}
 	a.metrics.handoffPause.Observe(time.Since(rel.Stored).Seconds())
-	if applyErr != nil {
-		// The entry holds no data; the new owner's first commit moves the
-		// store's epoch on.
-		a.log.Warn().Err(applyErr).Str(fTask, t.id).Uint64(fSeq, rel.Seq).Msg("apply the release entry taken over from")
-	}
 	a.log.Info().Str(fTask, t.id).Uint64(fEpoch, rel.Epoch).Uint64(fSeq, rel.Seq).
 		Str(fStored, stamp(rel.Stored)).Str(fReceived, stamp(rel.Received)).Str(fSeen, stamp(seen)).Msg(logTaskTakenOver)
+	// The entry itself holds no data: the store may take it after the new
+	// owner's first commit (fenced on it), which then skips it.
+	if err := a.applyRelease(t, rel); err != nil {
+		a.log.Warn().Err(err).Str(fTask, t.id).Msg("the new owner's first commit moves the store's epoch on")
+	}
 	return true
 }
 

@@ -13,23 +13,9 @@ import (
 // taskPhase is where a task's runtime is in its lifecycle on this member.
 // Whether the current generation revokes the task is a separate input
 // (task.revoke): a revoke does not change what the member may do with the
-// task until the worker releases it.
-//
-//	                learn / stand by
-//	   ┌────────────────────────────────────────┐
-//	   ▼                                        │
-//	Learner ◀──▶ Standby                        │ (from any phase)
-//	   │            │
-//	   ├─activate───┴──▶ Activating ──ready──▶ Active ──release──▶ Released
-//	   │ (from any phase)   │  ▲                 ▲ │  ▲                  │
-//	   │                    │  └──reactivate─────┼─┘  └───cancel revoke──┘ (or resume)
-//	   │                   lose                  │ lose
-//	   │                    ▼                    │  │
-//	   │                   Lost ◀────────────────┼──┘
-//	   └──────────────── take over ──────────────┘ (also from Standby, Gone, Activating)
-//
-//	release also from Activating (a revoked task the worker never started).
-//	drop: from any phase to Gone (the task left this member).
+// task until the worker releases it. The table transitions below is the
+// lifecycle; docs/ARCHITECTURE.md ("The task lifecycle") draws it, and
+// TestLifecycleDiagram keeps the drawing and the table in step.
 //
 // Activating, Active, Released and Lost are the worker API's role
 // "active": the task is this member's at its epoch. Only Active (and

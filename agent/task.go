@@ -119,7 +119,7 @@ func (a *Agent) tail(ctx context.Context, t *task) (tookOver bool) {
 			if a.takeOver(t, res.Release) {
 				return true
 			}
-			err = a.passRelease(t, res.Release) // and tail on from it
+			err = a.applyRelease(t, res.Release) // and tail on from it
 		}
 		if err == nil {
 			continue
@@ -134,9 +134,10 @@ func (a *Agent) tail(ctx context.Context, t *task) (tookOver bool) {
 	return false
 }
 
-// passRelease applies a release entry that names this member but that it
-// did not take the task over from, so that its copy goes on past it.
-func (a *Agent) passRelease(t *task, rel restore.Release) error {
+// applyRelease applies a release entry that names this member to t's copy:
+// one it took the task over from, or one it did not, so that its copy goes
+// on past it.
+func (a *Agent) applyRelease(t *task, rel restore.Release) error {
 	if err := a.store.Apply(t.id, rel.Commit()); err != nil {
 		return fmt.Errorf("apply the release entry of task %s at seq %d: %w", t.id, rel.Seq, err)
 	}
@@ -198,7 +199,7 @@ func (a *Agent) activate(ctx context.Context, t *task, prev *job, epoch, handoff
 					a.metrics.activationReplayed.Add(float64(replayed))
 					return true
 				}
-				err = a.passRelease(t, res.Release)
+				err = a.applyRelease(t, res.Release)
 				if err == nil {
 					continue // catch up past it
 				}
@@ -291,33 +292,20 @@ func (a *Agent) catchUpCount(ctx context.Context, t *task, atRelease bool, hist 
 // starts a fresh one from what the store has applied, as the watch loops
 // watch afresh.
 func (a *Agent) runRestore(ctx context.Context, r *restore.Replayer, rc *replayConn) (res restore.Result, reconnected bool, err error) {
-	back := rc.back.wait()
+	back := rc.back.round()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-back:
-			cancel()
-		case <-done:
-		}
-	}()
+	stop := context.AfterFunc(back, cancel)
 	res, err = r.Run(rctx)
-	close(done)
-	wg.Wait()
-	select {
-	case <-back:
+	stop()
+	if back.Err() != nil {
 		// Cut by the reconnect: a tailing Run ends cancelled, one to the
 		// end with the context's error. A Run that ended otherwise keeps
 		// its ending and its error.
 		cut := err == nil && res.Ending == restore.Cancelled || errors.Is(err, context.Canceled)
 		return res, cut && ctx.Err() == nil, err
-	default:
-		return res, false, err
 	}
+	return res, false, err
 }
 
 // newReplayer returns a replay of t's changelog on rc, tailing or to the

@@ -138,7 +138,11 @@ func (u *run) deliver(msg jetstream.Msg) {
 	}
 }
 
-// stop stops the consumer and waits (bounded) for it to stop delivering.
+// stop stops the consumer and waits (bounded) for it to stop delivering,
+// unless the run stopped at a release entry: its caller is about to take
+// the task over, and must not wait for the consumer's goroutine to be
+// scheduled first. That goroutine only hands messages to this run, and
+// deliver returns at once once stopCh is closed, so it ends by itself.
 func (u *run) stop() {
 	u.flushTimer.Stop()
 	u.reportTimer.Stop()
@@ -147,6 +151,9 @@ func (u *run) stop() {
 	}
 	close(u.stopCh)
 	u.cc.Stop()
+	if u.atRelease != nil {
+		return
+	}
 	select {
 	case <-u.cc.Closed():
 	case <-time.After(stopTimeout):

@@ -13,7 +13,11 @@
 // a step that needs an acknowledgement from a member. A planned move of a
 // stateful task goes learner → revoke → promote over at least three
 // generations, a stateless move revoke → promote over two, so a caller that
-// feeds each Result back as the next Input's Current converges.
+// feeds each Result back as the next Input's Current converges. A revoke
+// that names its target's epoch asks for a direct hand-off: the target
+// takes the task over from the old owner's release entry (or message)
+// before any plan, and the next plan records it, whatever it planned
+// meanwhile (handoff.go).
 //
 // # Move reasons
 //
@@ -25,6 +29,10 @@
 //	unowned             an unowned task got an owner
 //	owner-dead          the owner's lease expired
 //	released            the old owner released the task
+//	handed-over         the old owner's release entry named the new owner,
+//	                    which took the task over directly (adoptHandoffs)
+//	taken-over          the new owner reported that it took the task over
+//	                    from such an entry (adoptHandoffs)
 //	release-timeout     the old owner did not release in time and is fenced
 //	no-eligible-member  no live member that is not leaving, with its worker
 //	                    attached, can own the task

@@ -10,12 +10,6 @@ import "time"
 // takeover, and records it (adoptHandoffs). The log is the truth: a
 // release entry is final, whatever the plan said meanwhile.
 
-// Reasons of the moves adoptHandoffs records.
-const (
-	reasonHandedOver = "handed-over" // the owner's release entry named the new owner
-	reasonTakenOver  = "taken-over"  // the new owner reported it took the task over from such an entry
-)
-
 // mintEpoch returns a new epoch for task i, above every epoch given out for
 // it (its epoch, its revoke's, and Minted), and records it in Minted: no
 // epoch is ever given to two members, so an epoch in the changelog names

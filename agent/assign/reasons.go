@@ -8,6 +8,8 @@ const (
 	reasonUnowned        = "unowned"
 	reasonOwnerDead      = "owner-dead"
 	reasonReleased       = "released"
+	reasonHandedOver     = "handed-over" // adoptHandoffs: the owner's release entry named the new owner
+	reasonTakenOver      = "taken-over"  // adoptHandoffs: the new owner reported it took the task over from such an entry
 	reasonReleaseTimeout = "release-timeout"
 	reasonNoMember       = "no-eligible-member"
 	reasonWorkerLost     = "worker-lost"
