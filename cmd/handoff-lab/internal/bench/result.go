@@ -6,6 +6,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/internal/lab"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // modeRun is one mode's run of the scenario.
@@ -119,7 +120,7 @@ type timeline struct {
 	Members                   []string
 	Spans                     []lab.Span
 	Marks                     []lab.Mark
-	Pauses                    []lab.Pause
+	Pauses                    []record.Pause
 	Bucket                    time.Duration
 	Committed                 []float64 // input messages committed per second, per bucket from From
 }
@@ -136,12 +137,12 @@ func median(v []float64) float64 {
 func durMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // fillPauses fills run's pause figures.
-func fillPauses(run *modeRun, pauses []lab.Pause, event time.Time) {
+func fillPauses(run *modeRun, pauses []record.Pause, event time.Time) {
 	var stateful, stateless, failover, all []time.Duration
 	for _, p := range pauses {
 		all = append(all, p.Duration)
 		switch {
-		case p.Kind == lab.PauseFailover:
+		case p.Kind == record.PauseFailover:
 			failover = append(failover, p.Duration)
 		case p.Stateful:
 			stateful = append(stateful, p.Duration)

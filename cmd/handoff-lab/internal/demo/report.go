@@ -8,6 +8,7 @@ import (
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/cmd/handoff-lab/internal/bench"
 	"github.com/handoffhq/handoff/internal/lab"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // report is what the demo's report says. Its figures cover the run from
@@ -15,7 +16,7 @@ import (
 type report struct {
 	settings           settings
 	elapsed            time.Duration
-	pauses             []lab.Pause
+	pauses             []record.Pause
 	replays            []lab.Replay
 	activationReplayed float64
 	direct             float64 // hand-offs taken over directly

@@ -1,10 +1,6 @@
-package invariants
+package record
 
 import (
-	"fmt"
-	"sort"
-	"strconv"
-
 	"github.com/handoffhq/handoff/changelog"
 )
 
@@ -52,40 +48,4 @@ func TakeoverSeq(recs []changelog.Record, epoch uint64) (seq uint64, ok bool) {
 		}
 	}
 	return 0, false
-}
-
-// CompareCounts compares a counting worker's state (key → decimal count)
-// with the exact counts it should hold, and describes every difference:
-// a wrong or undecodable count, a missing key, a key that should not be.
-func CompareCounts(data map[string][]byte, want map[string]uint64) []string {
-	var diffs []string
-	keys := make([]string, 0, len(want)+len(data))
-	for k := range want {
-		keys = append(keys, k)
-	}
-	for k := range data {
-		if _, ok := want[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		w, expected := want[k]
-		v, present := data[k]
-		switch {
-		case !present && w == 0:
-		case !present:
-			diffs = append(diffs, fmt.Sprintf("key %q: missing, want %d", k, w))
-		case !expected:
-			diffs = append(diffs, fmt.Sprintf("key %q: %q, want no such key", k, v))
-		default:
-			n, err := strconv.ParseUint(string(v), 10, 64)
-			if err != nil {
-				diffs = append(diffs, fmt.Sprintf("key %q: %q is not a decimal count, want %d", k, v, w))
-			} else if n != w {
-				diffs = append(diffs, fmt.Sprintf("key %q: %d, want %d (off by %+d)", k, n, w, int64(n)-int64(w)))
-			}
-		}
-	}
-	return diffs
 }

@@ -1,4 +1,4 @@
-package invariants
+package record
 
 import (
 	"testing"
@@ -31,13 +31,49 @@ func TestPauses(t *testing.T) {
 		ev(601, "a", client.EventStart, "t", 5),
 		ev(603, "c", client.EventRelease, "t", 4),
 	}
-	pauses, unpaired := Pauses(events)
-	if len(pauses) != 3 || pauses[0].Duration() != 10*time.Millisecond || pauses[0].From != "a" || pauses[0].To != "b" ||
-		pauses[1].Duration() != 50*time.Millisecond || pauses[1].To != "c" || pauses[2].Duration() != time.Millisecond || pauses[2].To != "a" {
-		t.Errorf("Pauses = %+v, want a→b 10ms, b→c 50ms and c→a 1ms, each from the old owner's stop", pauses)
+	pauses := Pauses(events, t0.Add(time.Second))
+	if len(pauses) != 4 {
+		t.Fatalf("Pauses = %+v, want 4", pauses)
 	}
-	if len(unpaired) != 1 || unpaired[0].Task != "u" {
-		t.Errorf("Pauses unpaired = %+v, want the release of u", unpaired)
+	for i, want := range []struct {
+		to       string
+		d        time.Duration
+		finished bool
+	}{{"b", 10 * time.Millisecond, true}, {"c", 50 * time.Millisecond, true}, {"", 500 * time.Millisecond, false}, {"a", time.Millisecond, true}} {
+		p := pauses[i]
+		if p.To != want.to || p.Duration != want.d || p.Unfinished == want.finished {
+			t.Errorf("pause %d = %s→%s %s (unfinished %v), want →%s %s, each from the old owner's stop", i, p.From, p.To, p.Duration, p.Unfinished, want.to, want.d)
+		}
+	}
+	if pauses[2].Task != "u" || !pauses[2].Unfinished {
+		t.Errorf("pause of u = %+v, want unfinished: no start followed its release", pauses[2])
+	}
+}
+
+func TestPausesCalledOff(t *testing.T) {
+	events := []Event{
+		ev(0, "a", client.EventStart, "t", 1),
+		ev(10, "a", client.EventStop, "t", 1),
+		ev(11, "a", client.EventRelease, "t", 1),
+		ev(30, "a", client.EventStart, "t", 1), // the move was called off
+		ev(50, "b", client.EventStart, "t", 2),
+	}
+	pauses := Pauses(events, t0.Add(time.Second))
+	if len(pauses) != 1 || pauses[0].To != "a" || pauses[0].Duration != 20*time.Millisecond || pauses[0].Moved() {
+		t.Errorf("Pauses = %+v, want one pause of 20ms that ends on a, not a move", pauses)
+	}
+}
+
+func TestFailovers(t *testing.T) {
+	events := []Event{
+		ev(0, "a", client.EventStart, "t", 1),
+		ev(0, "a", client.EventStart, "u", 1),
+		ev(5, "a", client.EventStop, "u", 1),
+		ev(40, "b", client.EventStart, "t", 2),
+	}
+	got := Failovers(events, "a", t0.Add(10*time.Millisecond), t0.Add(time.Second))
+	if len(got) != 1 || got[0].Task != "t" || got[0].To != "b" || got[0].Duration != 30*time.Millisecond || got[0].Kind != PauseFailover {
+		t.Errorf("Failovers = %+v, want t's 30ms failover to b (u had stopped)", got)
 	}
 }
 

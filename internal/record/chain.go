@@ -1,11 +1,4 @@
-// Package invariants checks, from a group's changelog, what handoff
-// promises: that the accepted commits of every task form one chain with a
-// single writer per epoch, and that no acknowledged commit was lost. The
-// agent's tests, the scenario harness, the demo and the benchmark share it;
-// it is its own package because none of them is its home. Reading a task's
-// changelog and replaying it are changelog.ReadTask and changelog.Replay,
-// public so that the examples can check their results with them too.
-package invariants
+package record
 
 import (
 	"fmt"
