@@ -285,3 +285,22 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// Spikes measures what every move since steadyFrom cost its task's events
+// (record.Spikes): each stateful input message's latency, from the
+// generator's publish to the acknowledgement of the commit that holds it,
+// around the move, over the task's steady p50 latency from steadyFrom on.
+// Both times are this machine's wall clock: the generator's in this
+// process, the worker's where it runs (this process, or a worker process
+// whose events carry them). Call it after Drain, so that every message has
+// been acknowledged.
+func (l *Lab) Spikes(steadyFrom time.Time) []record.Spike {
+	events := l.rec.WorkerEvents()
+	var inputs []record.Input
+	for _, t := range l.rec.tasks {
+		if t.Stateful {
+			inputs = append(inputs, l.input.Inputs(t.ID)...)
+		}
+	}
+	return record.Spikes(l.rec.Pauses(steadyFrom), record.Latencies(inputs, events), events, steadyFrom)
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/internal/lab"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // breakdownJSON is the per-step breakdown of a run's planned stateful
@@ -15,8 +16,12 @@ type breakdownJSON struct {
 	Moves int `json:"moves"`
 	// Direct counts the moves handed over directly (release entry or
 	// message), the others went through the leader.
-	Direct int        `json:"direct"`
-	Steps  []stepJSON `json:"steps"`
+	Direct int `json:"direct"`
+	// Pause and Spike summarize these moves' pauses and, where measured,
+	// their excess event latency (record.Spikes), beside the steps.
+	Pause PauseStats `json:"pause"`
+	Spike PauseStats `json:"spike"`
+	Steps []stepJSON `json:"steps"`
 	// Activation splits the activation into its steps (lab.ActivationSteps),
 	// each one's duration.
 	Activation []stepJSON `json:"activation,omitempty"`
@@ -45,11 +50,19 @@ type handoffJSON struct {
 	Epoch   uint64     `json:"epoch"`
 	Direct  bool       `json:"direct"`
 	StepsMS []*float64 `json:"stepsMs"`
+	// SpikeMS is the move's excess event latency, where it was measured.
+	SpikeMS *float64 `json:"spikeMs,omitempty"`
 }
 
-// breakdown summarizes the planned stateful moves among hs.
-func breakdown(hs []lab.Handoff) *breakdownJSON {
+// breakdown summarizes the planned stateful moves among hs, with the
+// spikes measured of them.
+func breakdown(hs []lab.Handoff, spikes []record.Spike) *breakdownJSON {
 	b := &breakdownJSON{}
+	byPause := map[pauseKey]record.Spike{}
+	for _, sp := range spikes {
+		byPause[pauseKey{sp.Pause.Task, sp.Pause.Start.UnixNano()}] = sp
+	}
+	var pauses, excess []time.Duration
 	since := make([][]time.Duration, len(lab.HandoffSteps))
 	took := make([][]time.Duration, len(lab.HandoffSteps))
 	act := make([][]time.Duration, len(lab.ActivationSteps))
@@ -71,6 +84,14 @@ func breakdown(hs []lab.Handoff) *breakdownJSON {
 			}
 		}
 		hj := handoffJSON{Task: h.Task, From: h.From, To: h.To, Epoch: h.Epoch, Direct: h.Direct, StepsMS: make([]*float64, len(h.Steps))}
+		if d, ok := h.Since(lab.StepLongPollAnswered); ok {
+			pauses = append(pauses, d)
+		}
+		if sp, ok := byPause[pauseKey{h.Task, h.Release.UnixNano()}]; ok {
+			ms := durMS(sp.Excess)
+			hj.SpikeMS = &ms
+			excess = append(excess, sp.Excess)
+		}
 		prev := time.Time{}
 		for i := range h.Steps {
 			d, ok := h.Since(i)
@@ -90,6 +111,7 @@ func breakdown(hs []lab.Handoff) *breakdownJSON {
 	if b.Moves == 0 {
 		return nil
 	}
+	b.Pause, b.Spike = PauseStatsOf(pauses), PauseStatsOf(excess)
 	for i, name := range lab.HandoffSteps {
 		b.Steps = append(b.Steps, stepJSON{Step: name, SinceRelease: PauseStatsOf(since[i]), Took: PauseStatsOf(took[i])})
 	}
@@ -113,6 +135,8 @@ func writeBreakdowns(w io.Writer, r Results) error {
 		}
 		fmt.Fprintf(w, "\nHand-off breakdown, %s: %d planned stateful moves (%d handed over directly, %d through the leader), from the agents' logs and the workers' events\n",
 			run.Mode, b.Moves, b.Direct, b.Moves-b.Direct)
+		fmt.Fprintf(w, "pause p50 / p99 %s / %s; excess event latency (spike) p50 / p99 %s over %d of the moves\n",
+			Millis(b.Pause.P50), Millis(b.Pause.P99), spikeCell(b.Spike), b.Spike.Count)
 		fmt.Fprintln(w, "(ms after the old owner's worker stopped the task to release it, which starts the pause; a direct hand-off skips the leader's steps; nearest-rank percentiles)")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "step\tsince release p50 / p99\tstep p50 / p99\tmoves\t")

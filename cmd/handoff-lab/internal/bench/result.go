@@ -35,6 +35,14 @@ type modeRun struct {
 		Failover         PauseStats `json:"failover"`
 		All              PauseStats `json:"all"`
 	} `json:"pauses"`
+	// Spikes are what the planned stateful moves cost their tasks'
+	// events (record.Spikes): PlannedStateful the excess of the worst
+	// latency around each measured move over its task's steady p50,
+	// Steady those steady p50 latencies themselves.
+	Spikes struct {
+		PlannedStateful PauseStats `json:"plannedStateful"`
+		Steady          PauseStats `json:"steadyLatency"`
+	} `json:"spikes"`
 	TaskSecondsUnavailable float64      `json:"taskSecondsUnavailable"`
 	LearnerSeconds         float64      `json:"learnerSeconds"`
 	RestoringSeconds       float64      `json:"restoringSeconds"`
@@ -111,6 +119,8 @@ type pauseJSON struct {
 	AtMS     float64 `json:"atMs"` // since the event
 	PauseMS  float64 `json:"pauseMs"`
 	Finished bool    `json:"finished"`
+	// SpikeMS is the move's excess event latency, where it was measured.
+	SpikeMS *float64 `json:"spikeMs,omitempty"`
 }
 
 // timeline is what the picture of a run needs from its recorder.
@@ -136,8 +146,19 @@ func median(v []float64) float64 {
 
 func durMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// fillPauses fills run's pause figures.
-func fillPauses(run *modeRun, pauses []record.Pause, event time.Time) {
+// fillPauses fills run's pause and spike figures.
+func fillPauses(run *modeRun, pauses []record.Pause, spikes []record.Spike, event time.Time) {
+	byPause := map[pauseKey]record.Spike{}
+	var excess, steady []time.Duration
+	for _, sp := range spikes {
+		p := sp.Pause
+		if p.Kind == record.PausePlanned && p.Stateful && !p.Start.Before(event) {
+			byPause[pauseKey{p.Task, p.Start.UnixNano()}] = sp
+			excess = append(excess, sp.Excess)
+			steady = append(steady, sp.Steady)
+		}
+	}
+	run.Spikes.PlannedStateful, run.Spikes.Steady = PauseStatsOf(excess), PauseStatsOf(steady)
 	var stateful, stateless, failover, all []time.Duration
 	for _, p := range pauses {
 		all = append(all, p.Duration)
@@ -149,14 +170,25 @@ func fillPauses(run *modeRun, pauses []record.Pause, event time.Time) {
 		default:
 			stateless = append(stateless, p.Duration)
 		}
-		run.PauseLog = append(run.PauseLog, pauseJSON{Task: p.Task, Stateful: p.Stateful, Kind: p.Kind, From: p.From, To: p.To,
-			AtMS: durMS(p.Start.Sub(event)), PauseMS: durMS(p.Duration), Finished: !p.Unfinished})
+		pj := pauseJSON{Task: p.Task, Stateful: p.Stateful, Kind: p.Kind, From: p.From, To: p.To,
+			AtMS: durMS(p.Start.Sub(event)), PauseMS: durMS(p.Duration), Finished: !p.Unfinished}
+		if sp, ok := byPause[pauseKey{p.Task, p.Start.UnixNano()}]; ok {
+			ms := durMS(sp.Excess)
+			pj.SpikeMS = &ms
+		}
+		run.PauseLog = append(run.PauseLog, pj)
 	}
 	run.Pauses.PlannedStateful = PauseStatsOf(stateful)
 	run.Pauses.PlannedStateless = PauseStatsOf(stateless)
 	run.Pauses.Failover = PauseStatsOf(failover)
 	run.Pauses.All = PauseStatsOf(all)
 	run.TaskSecondsUnavailable = run.Pauses.All.Sum / 1000
+}
+
+// pauseKey names a pause: its task and when it began.
+type pauseKey struct {
+	task  string
+	start int64
 }
 
 // PauseStatsOf summarizes durations; percentiles are nearest-rank.

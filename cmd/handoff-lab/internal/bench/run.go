@@ -125,7 +125,8 @@ func execute(ctx context.Context, s Settings, cfg assign.Config, run *modeRun, p
 	if err := startMembers(ctx, l, ids); err != nil {
 		return nil, err
 	}
-	if _, err := l.WaitSteady(ctx, s.Hold, OwnedBy(ids)); err != nil {
+	steadyFrom, err := l.WaitSteady(ctx, s.Hold, OwnedBy(ids))
+	if err != nil {
 		return nil, fmt.Errorf("initial balance: %w", err)
 	}
 	prog.phase("warming up", 0.35)
@@ -168,8 +169,9 @@ func execute(ctx context.Context, s Settings, cfg assign.Config, run *modeRun, p
 	run.Exact, run.Check = check.Exact, check.Summary()
 
 	pauses := rec.Pauses(event)
-	fillPauses(run, pauses, event)
-	run.Breakdown = breakdown(l.Handoffs(pauses))
+	spikes := l.Spikes(steadyFrom)
+	fillPauses(run, pauses, spikes, event)
+	run.Breakdown = breakdown(l.Handoffs(pauses), spikes)
 	run.LearnerSeconds = rec.RoleSeconds(lab.RoleLearner, event, balanced)
 	run.RestoringSeconds = rec.RoleSeconds(lab.RoleRestoring, event, balanced)
 	var learnerRates []float64

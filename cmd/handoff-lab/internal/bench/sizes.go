@@ -151,7 +151,7 @@ func checkSize(s Settings) error {
 	return nil
 }
 
-// sizeRatios compares the last size's pauses and time to balanced with the
+// sizeRatios compares the last size's pauses, spikes and time to balanced with the
 // first's, per mode.
 func sizeRatios(sizes []sizedRun) []sizeRatio {
 	first, last := sizes[0].Results, sizes[len(sizes)-1].Results
@@ -169,6 +169,8 @@ func sizeRatios(sizes []sizedRun) []sizeRatio {
 		}
 		add("planned stateful pause p50 (ms)", a.Pauses.PlannedStateful.P50, b.Pauses.PlannedStateful.P50)
 		add("planned stateful pause p99 (ms)", a.Pauses.PlannedStateful.P99, b.Pauses.PlannedStateful.P99)
+		add("planned stateful spike p50 (ms)", a.Spikes.PlannedStateful.P50, b.Spikes.PlannedStateful.P50)
+		add("planned stateful spike p99 (ms)", a.Spikes.PlannedStateful.P99, b.Spikes.PlannedStateful.P99)
 		add("time to balanced (ms)", a.TimeToBalancedMS, b.TimeToBalancedMS)
 	}
 	return out

@@ -49,6 +49,14 @@ func figures(r Results) []figure {
 			continue
 		}
 		p := run.Pauses.PlannedStateful
+		if sp := run.Spikes.PlannedStateful; sp.Count > 0 {
+			out = append(out, figure{
+				Name: fmt.Sprintf("planned-move spike, the moved task's worst event latency around the move over its steady p50 (%s, %s)", mode, where),
+				Value: fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (max %.1f ms, %d of %d moves measured; steady latency p50 %.1f ms)",
+					sp.P50, sp.P99, sp.Max, sp.Count, p.Count, run.Spikes.Steady.P50),
+				Target: "p50 ≤ 5 ms, p99 ≤ 15 ms", Met: met(sp.P50 <= 5 && sp.P99 <= 15),
+			})
+		}
 		out = append(out, figure{
 			Name:   fmt.Sprintf("planned-move pause, release → new owner's worker starts (%s, %s)", mode, where),
 			Value:  fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (max %.1f ms, %d moves)", p.P50, p.P99, p.Max, p.Count),
@@ -175,6 +183,10 @@ func writeTable(w io.Writer, r Results) error {
 		return fmt.Sprintf("%d / %d / %d", run.Pauses.PlannedStateful.Count, run.Pauses.PlannedStateless.Count, run.Pauses.Failover.Count)
 	})
 	row("stateful pause p50 / p99 / max", func(run modeRun) string { return statsCell(run.Pauses.PlannedStateful) })
+	row("stateful spike p50 / p99 / max", func(run modeRun) string { return statsCell(run.Spikes.PlannedStateful) })
+	row("  moves measured / steady latency p50", func(run modeRun) string {
+		return fmt.Sprintf("%d / %s", run.Spikes.PlannedStateful.Count, spikeCell(run.Spikes.Steady))
+	})
 	row("stateless pause p50 / p99 / max", func(run modeRun) string { return statsCell(run.Pauses.PlannedStateless) })
 	row("failover pause p50 / p99 / max", func(run modeRun) string { return statsCell(run.Pauses.Failover) })
 	row("task-seconds unavailable", func(run modeRun) string { return fmt.Sprintf("%.3f", run.TaskSecondsUnavailable) })
@@ -235,6 +247,14 @@ func writeTable(w io.Writer, r Results) error {
 		}
 	}
 	return nil
+}
+
+// spikeCell prints p50 / p99 of p, or - if it has none.
+func spikeCell(p PauseStats) string {
+	if p.Count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s / %s", Millis(p.P50), Millis(p.P99))
 }
 
 func statsCell(p PauseStats) string {

@@ -191,6 +191,7 @@ func (d *runner) run(ctx context.Context) error {
 	if err := d.settle(ctx, 0, bench.OwnedBy(ids)); err != nil {
 		return err
 	}
+	steadyFrom := time.Now() // the steady latency of a task's events counts from here
 	d.view.setPhase(fmt.Sprintf("running on %d members", s.members), "steady: every task has one owner and its worker runs")
 	if !group.Sleep(ctx, s.hold) {
 		return ctx.Err()
@@ -244,6 +245,8 @@ func (d *runner) run(ctx context.Context) error {
 		settings:           s,
 		elapsed:            time.Since(d.view.began),
 		pauses:             l.Recorder().Pauses(up),
+		spikes:             l.Spikes(steadyFrom),
+		since:              up,
 		replays:            l.Recorder().Replays(up),
 		activationReplayed: l.ActivationReplayed() - activationBefore,
 		direct:             l.DirectTakeovers() - directBefore,
