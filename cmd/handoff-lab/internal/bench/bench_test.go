@@ -80,6 +80,12 @@ func TestBench(t *testing.T) {
 				t.Errorf("%s: activations replayed %v messages (metric) over %v planned moves and %d records (reports), want at most one message a move and no records: a warm move paused for a restore",
 					run.Mode, run.ActivationReplayedMetric, moves, run.ReplayedByActivations.Records)
 			}
+			// 100 msg/s over 5 tasks: the message after every stop comes
+			// within a few hundred ms, so every move has its spike.
+			if sp := run.Spikes.PlannedStateful; sp.Count == 0 || sp.Count > run.Pauses.PlannedStateful.Count || run.Spikes.Steady.P50 <= 0 {
+				t.Errorf("%s: %d spikes measured over %d planned stateful moves, steady latency p50 %v ms; want one a move at most, some, and a steady latency",
+					run.Mode, sp.Count, run.Pauses.PlannedStateful.Count, run.Spikes.Steady.P50)
+			}
 			if run.Pauses.Failover.Count != 0 {
 				t.Errorf("%s: %d failover pauses in a scale-up", run.Mode, run.Pauses.Failover.Count)
 			}
@@ -100,7 +106,7 @@ func TestBench(t *testing.T) {
 		}
 	}
 	table, _ := os.ReadFile(filepath.Join(dir, "table.txt"))
-	for _, want := range []string{"time to balanced", "stateful pause p50 / p99 / max", "Figures: pauses", "cold unavailable"} {
+	for _, want := range []string{"time to balanced", "stateful pause p50 / p99 / max", "stateful spike p50 / p99 / max", "Figures: pauses", "cold unavailable"} {
 		if !strings.Contains(string(table), want) && !(want == "cold unavailable" && res.Runs[2].Available) {
 			t.Errorf("table.txt lacks %q:\n%s", want, table)
 		}

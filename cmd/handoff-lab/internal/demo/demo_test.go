@@ -58,7 +58,7 @@ func TestDemo(t *testing.T) {
 	if n, _ := strconv.Atoi(d[1]); n == 0 || d[2] != m[1] {
 		t.Errorf("the report says %q with %s hand-offs in all: want some taken over directly, of the same count", d[0], m[1])
 	}
-	for _, want := range []string{"m3 started", "learner", "moved", "m1 leaving (POST /leave)", "m1 handed everything over", "pauses "} {
+	for _, want := range []string{"m3 started", "learner", "moved", "m1 leaving (POST /leave)", "m1 handed everything over", "pauses ", "spikes "} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the output lacks %q:\n%s", want, got)
 		}
