@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"sync"
 
-	"github.com/handoffhq/handoff/internal/record"
 	"github.com/handoffhq/handoff/internal/proc"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // EventLog is a counter worker's --events file as it grows, across the

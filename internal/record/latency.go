@@ -84,7 +84,8 @@ type Spike struct {
 	Messages int
 	Worst    time.Duration
 	// Steady is the p50 latency of the task's SteadyMessages: those
-	// published from steadyFrom on and around none of its moves.
+	// published from steadyFrom on and around none of its moves (every
+	// task's, where the task has none).
 	Steady         time.Duration
 	SteadyMessages int
 	// Excess is Worst − Steady, or 0 if the worst was no worse.
@@ -95,10 +96,11 @@ type Spike struct {
 // latency of a task comes from its messages published at or after
 // steadyFrom, outside the window of every one of its pauses in pauses
 // (from SpikeLead before the pause's start to its new owner's first
-// commit, or to its end if there is none). A move whose new owner has not
-// committed, none of whose messages were published around it, or whose
-// task has no steady message has no spike and is left out: at a low input
-// rate per task, many moves happen between two messages.
+// commit, or to its end if there is none); a task with no steady message
+// of its own (a low input rate per task) is measured against the steady
+// p50 of every task's. A move whose new owner has not committed, or none
+// of whose messages were published around it, has no spike and is left
+// out.
 func Spikes(pauses []Pause, lats []Latency, events []Event, steadyFrom time.Time) []Spike {
 	type window struct{ from, to time.Time }
 	windows := map[string][]window{}
@@ -118,6 +120,7 @@ func Spikes(pauses []Pause, lats []Latency, events []Event, steadyFrom time.Time
 		byTask[l.Task] = append(byTask[l.Task], l)
 	}
 	steady := map[string][]time.Duration{}
+	var everyTask []time.Duration // the steady latencies of every task
 	for task, ls := range byTask {
 		for _, l := range ls {
 			if l.Published.Before(steadyFrom) {
@@ -132,15 +135,20 @@ func Spikes(pauses []Pause, lats []Latency, events []Event, steadyFrom time.Time
 			}
 			if !around {
 				steady[task] = append(steady[task], l.Latency)
+				everyTask = append(everyTask, l.Latency)
 			}
 		}
 	}
 	var out []Spike
 	for i, p := range pauses {
-		if !p.Moved() || firsts[i].IsZero() || len(steady[p.Task]) == 0 {
+		base := steady[p.Task]
+		if len(base) == 0 {
+			base = everyTask
+		}
+		if !p.Moved() || firsts[i].IsZero() || len(base) == 0 {
 			continue
 		}
-		s := Spike{Pause: p, FirstCommit: firsts[i], SteadyMessages: len(steady[p.Task])}
+		s := Spike{Pause: p, FirstCommit: firsts[i], SteadyMessages: len(base)}
 		from := p.Start.Add(-SpikeLead)
 		for _, l := range byTask[p.Task] {
 			if !l.Published.Before(from) && !l.Published.After(s.FirstCommit) {
@@ -151,7 +159,7 @@ func Spikes(pauses []Pause, lats []Latency, events []Event, steadyFrom time.Time
 		if s.Messages == 0 {
 			continue
 		}
-		s.Steady = Percentile(steady[p.Task], 50)
+		s.Steady = Percentile(base, 50)
 		s.Excess = max(0, s.Worst-s.Steady)
 		out = append(out, s)
 	}

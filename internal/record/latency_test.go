@@ -86,6 +86,21 @@ func TestSpikes(t *testing.T) {
 			sp.Messages, sp.Worst, sp.Steady, sp.SteadyMessages, sp.Excess, sp.FirstCommit.Sub(t0))
 	}
 
+	// A task with no steady message of its own is measured against every
+	// task's: u's steady messages take 7 ms.
+	var withU []Latency
+	for _, l := range lats {
+		if !l.Published.Before(t0.Add(950*time.Millisecond)) && !l.Published.After(t0.Add(1060*time.Millisecond)) {
+			withU = append(withU, l)
+		}
+	}
+	for ms := 100; ms <= 300; ms += 100 {
+		withU = append(withU, Latency{Input: input(ms, "u", uint64(ms)), Latency: 7 * time.Millisecond})
+	}
+	if got := Spikes(pauses, withU, events, t0); len(got) != 1 || got[0].Steady != 7*time.Millisecond || got[0].Excess != 53*time.Millisecond {
+		t.Errorf("Spikes of a task without steady messages = %+v, want one over every task's steady 7ms", got)
+	}
+
 	// No message around the move: no spike.
 	var sparse []Latency
 	for _, l := range lats {

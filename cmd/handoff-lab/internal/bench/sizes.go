@@ -169,8 +169,10 @@ func sizeRatios(sizes []sizedRun) []sizeRatio {
 		}
 		add("planned stateful pause p50 (ms)", a.Pauses.PlannedStateful.P50, b.Pauses.PlannedStateful.P50)
 		add("planned stateful pause p99 (ms)", a.Pauses.PlannedStateful.P99, b.Pauses.PlannedStateful.P99)
-		add("planned stateful spike p50 (ms)", a.Spikes.PlannedStateful.P50, b.Spikes.PlannedStateful.P50)
-		add("planned stateful spike p99 (ms)", a.Spikes.PlannedStateful.P99, b.Spikes.PlannedStateful.P99)
+		if a.Spikes.PlannedStateful.Count > 0 && b.Spikes.PlannedStateful.Count > 0 {
+			add("planned stateful spike p50 (ms)", a.Spikes.PlannedStateful.P50, b.Spikes.PlannedStateful.P50)
+			add("planned stateful spike p99 (ms)", a.Spikes.PlannedStateful.P99, b.Spikes.PlannedStateful.P99)
+		}
 		add("time to balanced (ms)", a.TimeToBalancedMS, b.TimeToBalancedMS)
 	}
 	return out
