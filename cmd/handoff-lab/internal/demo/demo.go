@@ -76,9 +76,12 @@ func parse(args []string, out io.Writer, getenv func(string) string) (settings, 
 Starts a group of in-process agents and counter workers on an embedded NATS
 server, feeds them input, scales the group up by one member and then makes
 one member leave, while showing who owns what, the learners' progress and
-every hand-off's pause. It ends with a report and an exact-count check of
-every task's state, replayed from the changelog. Nothing to set up; the data
-directory is removed at exit (--keep keeps it). Ctrl-C stops it cleanly.
+every hand-off's pause. It ends with a report (the pauses, and how much the
+moved tasks' events were delayed beyond their steady latency) and an
+exact-count check of every task's state, replayed from the changelog, with
+no acknowledged commit lost or acknowledged to a stale owner. Nothing to set
+up; the data directory is removed at exit (--keep keeps it). Ctrl-C stops it
+cleanly.
 
 Flags:
 `)
