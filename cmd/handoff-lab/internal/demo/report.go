@@ -55,7 +55,7 @@ func writeReport(w io.Writer, r report) {
 	fmt.Fprintf(w, "Report (%s mode, %s in all; from the scale-up on)\n", r.settings.handover, r.elapsed.Round(100*time.Millisecond))
 	fmt.Fprintf(w, "  moves          %d hand-offs: %d stateful, %d stateless\n", len(r.pauses), stateful, stateless)
 	if st.Count > 0 {
-		fmt.Fprintf(w, "  pauses         p50 %s · p99 %s · max %s  (next owner's worker start − previous owner's release)\n",
+		fmt.Fprintf(w, "  pauses         p50 %s · p99 %s · max %s  (next owner's worker start − previous owner's worker stop to release it)\n",
 			bench.Millis(st.P50), bench.Millis(st.P99), bench.Millis(st.Max))
 	}
 	var excess, steady []time.Duration
