@@ -17,8 +17,8 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/api"
 	harness "github.com/handoffhq/handoff/internal/cluster"
-	"github.com/handoffhq/handoff/internal/record"
 	"github.com/handoffhq/handoff/internal/natstest"
+	"github.com/handoffhq/handoff/internal/record"
 	"github.com/handoffhq/handoff/internal/sidecar"
 	"github.com/handoffhq/handoff/statestore"
 )
