@@ -19,6 +19,9 @@ function repoRoot(): string {
   return dir;
 }
 
+/** hangGuard ends a test that hangs (ms): a guard, not a measure; the tests take seconds. */
+export const hangGuard = 180_000;
+
 let built: string | undefined;
 
 /** handoffBinary is HANDOFF_BIN, or ./cmd/handoff built once per test process. */

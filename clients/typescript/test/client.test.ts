@@ -18,7 +18,7 @@ import {
   type View,
 } from "@handoffhq/client";
 
-import { startAgent, until } from "./agent.js";
+import { hangGuard, startAgent, until } from "./agent.js";
 
 const token = "s3cret";
 
@@ -31,7 +31,7 @@ async function activeView(c: Client, n: number): Promise<View> {
 }
 
 for (const json of [false, true]) {
-  test(`state routes, ${json ? "JSON" : "binary form"}`, async (t) => {
+  test(`state routes, ${json ? "JSON" : "binary form"}`, { timeout: hangGuard }, async (t) => {
     const agent = await startAgent(t, { member: "m1", tasks: "s-0..1", statelessTasks: "l-0", token, extra: ["--require-worker=false"] });
     const c = new Client(agent.url, { token, json });
     t.after(() => c.close());
@@ -113,7 +113,7 @@ for (const json of [false, true]) {
   });
 }
 
-test("a long-poll answers when the view changes", async (t) => {
+test("a long-poll answers when the view changes", { timeout: hangGuard }, async (t) => {
   const agent = await startAgent(t, { member: "m1", tasks: "s-0", extra: ["--require-worker=false"] });
   const c = new Client(agent.url);
   t.after(() => c.close());
@@ -129,7 +129,7 @@ test("a long-poll answers when the view changes", async (t) => {
   assert.ok(["leaving", "done"].includes((await c.leaveStatus()).state));
 });
 
-test("over a Unix socket", async (t) => {
+test("over a Unix socket", { timeout: hangGuard }, async (t) => {
   const agent = await startAgent(t, { member: "m1", tasks: "s-0", unix: true, token, extra: ["--require-worker=false"] });
   assert.ok(agent.url.startsWith("unix:"));
   const c = new Client(agent.url, { token });
@@ -145,7 +145,7 @@ test("over a Unix socket", async (t) => {
   assert.deepEqual(g.tasks.map((t) => t.id), ["s-0"]);
 });
 
-test("a call to an agent that never answers gives up after its timeout", async (t) => {
+test("a call to an agent that never answers gives up after its timeout", { timeout: hangGuard }, async (t) => {
   // A paused agent: the kernel accepts the connection, nothing answers.
   const held: net.Socket[] = [];
   const srv = net.createServer((s) => held.push(s));
@@ -169,7 +169,7 @@ test("a call to an agent that never answers gives up after its timeout", async (
   await assert.rejects(p, (err) => err === why);
 });
 
-test("a call to no agent fails as Unreachable at once", async () => {
+test("a call to no agent fails as Unreachable at once", { timeout: hangGuard }, async () => {
   const srv = net.createServer();
   await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
   const port = (srv.address() as net.AddressInfo).port;

@@ -11,7 +11,7 @@ import { test, type TestContext } from "node:test";
 import { Client } from "@handoffhq/client";
 
 import { Nats, ensureStream } from "../examples/nats.js";
-import { startAgent, until, type Agent } from "./agent.js";
+import { hangGuard, startAgent, until, type Agent } from "./agent.js";
 
 const group = "tsx";
 const tasks = ["t-0", "t-1", "t-2", "t-3"];
@@ -96,7 +96,7 @@ async function caughtUp(clients: Client[], input: Input): Promise<boolean> {
   return true;
 }
 
-test("the example counts exactly once across a scale-up, starts on prepared input, exits 0 on SIGTERM", async (t) => {
+test("the example counts exactly once across a scale-up, starts on prepared input, exits 0 on SIGTERM", { timeout: hangGuard }, async (t) => {
   const opts = { group, tasks: "t-0..3" };
   const agentA = await startAgent(t, { member: "a", ...opts });
   const nc = await Nats.connect(agentA.nats);

@@ -6,7 +6,7 @@ import { test } from "node:test";
 
 import { Client, NotOwner, Stopped, run, type Event, type Task, type TaskInfo } from "@handoffhq/client";
 
-import { startAgent, until } from "./agent.js";
+import { hangGuard, startAgent, until } from "./agent.js";
 
 /** pace waits ms or until signal aborts: the simulated job's pace between two commits. */
 const pace = (ms: number, signal: AbortSignal) =>
@@ -103,7 +103,7 @@ class Member {
   }
 }
 
-test("a member that leaves hands its tasks over; prepared values go to the handler or are closed", async (t) => {
+test("a member that leaves hands its tasks over; prepared values go to the handler or are closed", { timeout: hangGuard }, async (t) => {
   const opts = { tasks: "s-0..3", extra: ["--standbys", "1"] };
   const agentA = await startAgent(t, { member: "a", ...opts });
   const a = new Member("a");
@@ -175,7 +175,7 @@ test("a member that leaves hands its tasks over; prepared values go to the handl
   }
 });
 
-test("restart after a failure, stop on not_owner, final commits when the run ends", async (t) => {
+test("restart after a failure, stop on not_owner, final commits when the run ends", { timeout: hangGuard }, async (t) => {
   const agent = await startAgent(t, { member: "m", tasks: "s-0..2" });
   const events: Event[] = [];
   const starts: { task: string; checkpoint: string | undefined }[] = [];
