@@ -1,4 +1,4 @@
-// Package lab runs a whole handoff group for `handoff demo` and `handoff
+// Package lab runs a whole handoff group for `handoff-lab demo` and `handoff
 // bench`, inside this process or as processes (Options.Processes): NATS
 // (an embedded server, or one at a given URL), members that each have
 // their own agent, Pebble store, NATS connections, worker HTTP API on

@@ -38,7 +38,7 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := Run(ctx, demoArgs, e); err != nil {
-		t.Fatalf("handoff demo: %v\n%s", err, out.String())
+		t.Fatalf("handoff-lab demo: %v\n%s", err, out.String())
 	}
 	got := out.String()
 	if !strings.Contains(got, "counts         exact:") {

@@ -31,7 +31,7 @@ func TestBench(t *testing.T) {
 		"--keys", "300", "--value-size", "32", "--rate", "100", "--warmup", "300ms", "--hold", "200ms",
 		"--acceptable-lag", "0", "--modes", "eager,stable,cold", "--json", "--out", dir}
 	if err := Run(ctx, args, e); err != nil {
-		t.Fatalf("handoff bench: %v\nstderr:\n%s", err, errOut.String())
+		t.Fatalf("handoff-lab bench: %v\nstderr:\n%s", err, errOut.String())
 	}
 	var res Results
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {

@@ -608,7 +608,7 @@ func writeStateTable(w io.Writer, r stateResults) error {
 	if s.Processes {
 		layout = "across processes (this process calls a handoff agent process on a nats-server process; the floor is a process too)"
 	}
-	fmt.Fprintf(w, "handoff bench · state through the API · %d keys of %d B per task, batches of %d · %s\n",
+	fmt.Fprintf(w, "handoff-lab bench · state through the API · %d keys of %d B per task, batches of %d · %s\n",
 		st.Keys, stateValueSize, st.Batch, layout)
 	fmt.Fprintf(w, "started %s · %s per row · %d CPU(s) · load average before / after %.1f / %.1f\n",
 		r.Started.Format(time.RFC3339), st.Duration, runtime.NumCPU(), r.Load[0], r.Load[1])

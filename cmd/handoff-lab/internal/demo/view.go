@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
-	"github.com/handoffhq/handoff/cmd/handoff/internal/bench"
+	"github.com/handoffhq/handoff/cmd/handoff-lab/internal/bench"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
@@ -221,7 +221,7 @@ func (v *view) drawScreen(snap lab.Snapshot) {
 		leader = "-"
 	}
 	line("%s · %s · generation %d · leader %s · input %d msg/s · committed %d · %s",
-		v.paint(ansiBold, "handoff demo"), v.s.handover, snap.Generation, leader, v.s.rate, snap.Committed,
+		v.paint(ansiBold, "handoff-lab demo"), v.s.handover, snap.Generation, leader, v.s.rate, snap.Committed,
 		time.Since(v.began).Round(100*time.Millisecond))
 	line("%s %s", v.paint(ansiBold+ansiCyan, "▶ "+v.phase+":"), v.detail)
 	line("%s", v.summary(snap))

@@ -29,7 +29,7 @@ func TestBenchProcesses(t *testing.T) {
 				"--stateless-share", "0", "--keys", "300", "--value-size", "32", "--rate", "100", "--warmup", "300ms",
 				"--hold", "200ms", "--modes", "eager", "--json"}
 			if err := Run(ctx, args, e); err != nil {
-				t.Fatalf("handoff bench --processes: %v\nstderr:\n%s", err, errOut.String())
+				t.Fatalf("handoff-lab bench --processes: %v\nstderr:\n%s", err, errOut.String())
 			}
 			var res Results
 			if err := json.Unmarshal(out.Bytes(), &res); err != nil {

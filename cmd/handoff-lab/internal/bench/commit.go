@@ -229,7 +229,7 @@ func writeCommitTable(w io.Writer, r commitResults) error {
 	if s.Processes {
 		layout = "across processes (this process commits over HTTP to a handoff agent process on a nats-server process)"
 	}
-	fmt.Fprintf(w, "handoff bench · commit through the HTTP API · %d records of %d+%d B per commit · %s\n",
+	fmt.Fprintf(w, "handoff-lab bench · commit through the HTTP API · %d records of %d+%d B per commit · %s\n",
 		s.CommitRecords, commitKeySize, commitValueSize, layout)
 	fmt.Fprintf(w, "started %s · %s per level · load average before / after %.1f / %.1f\n\n",
 		r.Started.Format(time.RFC3339), s.CommitDuration, r.Load[0], r.Load[1])

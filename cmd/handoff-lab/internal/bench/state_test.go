@@ -37,7 +37,7 @@ func TestStateBench(t *testing.T) {
 				args = append(args, "--processes")
 			}
 			if err := Run(ctx, args, e); err != nil {
-				t.Fatalf("handoff bench %q: %v\nstderr:\n%s", args, err, errOut.String())
+				t.Fatalf("handoff-lab bench %q: %v\nstderr:\n%s", args, err, errOut.String())
 			}
 			var res stateResults
 			if err := json.Unmarshal(out.Bytes(), &res); err != nil {

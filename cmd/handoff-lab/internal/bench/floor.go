@@ -23,7 +23,7 @@ import (
 // as a call of the API (the request's body, an answer of the size asked
 // for in ?n=) and does nothing else. What a call of the API costs beyond
 // it is the API's own. With --processes it runs as a process of its own,
-// 'handoff bench --serve-floor DIR', as the agent does.
+// 'handoff-lab bench --serve-floor DIR', as the agent does.
 
 // floorSocket is the floor's Unix socket in its directory.
 const floorSocket = "floor.sock"
@@ -79,7 +79,7 @@ func (f *floorServer) close() {
 	<-f.served
 }
 
-// serveFloor is 'handoff bench --serve-floor DIR': the floor as a process.
+// serveFloor is 'handoff-lab bench --serve-floor DIR': the floor as a process.
 // It prints its addresses, one per line ("floor tcp ADDR", "floor unix
 // unix:PATH"), and serves until ctx ends.
 func serveFloor(ctx context.Context, dir string, stdout io.Writer) error {
@@ -93,17 +93,17 @@ func serveFloor(ctx context.Context, dir string, stdout io.Writer) error {
 	return nil
 }
 
-// floorProcess is the floor run as a process of the bench's handoff
-// binary.
+// floorProcess is the floor run as a process of the bench's own binary,
+// handoff-lab.
 type floorProcess struct {
 	p         *proc.Process
 	tcp, unix string
 }
 
-// startFloorProcess starts 'handoff bench --serve-floor dir' and waits
+// startFloorProcess starts 'handoff-lab bench --serve-floor dir' and waits
 // for it to print its addresses.
 func startFloorProcess(ctx context.Context, procs *lab.Processes, dir string) (*floorProcess, error) {
-	p := &proc.Process{Name: "floor", Path: procs.Binaries.Handoff, Args: []string{"bench", "--serve-floor", dir},
+	p := &proc.Process{Name: "floor", Path: procs.Binaries.Lab, Args: []string{"bench", "--serve-floor", dir},
 		LogPath: filepath.Join(dir, "floor.log")}
 	if err := p.Start(); err != nil {
 		return nil, err

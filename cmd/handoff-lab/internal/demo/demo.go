@@ -1,4 +1,4 @@
-// Package demo is 'handoff demo': a group of in-process agents and counter
+// Package demo is 'handoff-lab demo': a group of in-process agents and counter
 // workers on an embedded NATS server (internal/lab) scales up by one member
 // and then loses one to a leave, shown live on the terminal, and ends with
 // a report and an exact-count check. It is a package of its own so that the
@@ -22,7 +22,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
-	"github.com/handoffhq/handoff/cmd/handoff/internal/bench"
+	"github.com/handoffhq/handoff/cmd/handoff-lab/internal/bench"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 
@@ -71,7 +71,7 @@ func parse(args []string, out io.Writer, getenv func(string) string) (settings, 
 	fs.BoolVar(&s.noColor, "no-color", false, "no colours (also when NO_COLOR is set)")
 	fs.BoolVar(&s.plain, "plain", false, "print progressive lines instead of redrawing the screen (the default when stdout is not a terminal)")
 	fs.Usage = func() {
-		fmt.Fprint(out, `Usage: handoff demo [flags]
+		fmt.Fprint(out, `Usage: handoff-lab demo [flags]
 
 Starts a group of in-process agents and counter workers on an embedded NATS
 server, feeds them input, scales the group up by one member and then makes
@@ -111,7 +111,7 @@ Flags:
 	return s, nil
 }
 
-// Run is 'handoff demo args...': set up, start, scale up, leave, report.
+// Run is 'handoff-lab demo args...': set up, start, scale up, leave, report.
 // The group is internal/lab's in-process one (embedded NATS, real agents,
 // counter workers) in a temporary directory. An interrupt (ctx ends) is a clean
 // exit, not an error: the lab is closed either way, and the directory

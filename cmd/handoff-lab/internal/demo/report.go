@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
-	"github.com/handoffhq/handoff/cmd/handoff/internal/bench"
+	"github.com/handoffhq/handoff/cmd/handoff-lab/internal/bench"
 	"github.com/handoffhq/handoff/internal/lab"
 )
 

@@ -126,7 +126,7 @@ func writeTable(w io.Writer, r Results) error {
 	if s.Processes {
 		layout = "separate processes (nats-server; per member a handoff agent and a counter worker over HTTP)"
 	}
-	fmt.Fprintf(w, "handoff bench · %s · %d stateful + %d stateless tasks · state %d keys × %d B per task · input %d msg/s · standbys %d\n",
+	fmt.Fprintf(w, "handoff-lab bench · %s · %d stateful + %d stateless tasks · state %d keys × %d B per task · input %d msg/s · standbys %d\n",
 		scenarioTitle(s), s.stateful(), s.stateless(), s.Keys, s.ValueSize, s.Rate, s.Standbys)
 	fmt.Fprintf(w, "members run %s · workers commit within %s of a read\n", layout, s.WorkerMaxDelay)
 	fmt.Fprintf(w, "started %s · session timeout %s · sampled every %s · seed %d\n\n", r.Started.Format(time.RFC3339), s.Session, s.Sample, s.Seed)

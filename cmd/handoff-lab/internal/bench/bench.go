@@ -1,4 +1,4 @@
-// Package bench is 'handoff bench': it runs one rebalance scenario (or the
+// Package bench is 'handoff-lab bench': it runs one rebalance scenario (or the
 // commit path) once per hand-off mode on a fresh internal/lab group, in
 // this process or as processes, and reports what each mode cost (pauses,
 // time to balanced, replay, throughput) as a table, JSON and SVG timelines.
@@ -156,7 +156,7 @@ func flags(s *Settings, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&s.JSON, "json", false, "print the results as JSON instead of a table")
 	fs.StringVar(&s.Out, "out", "", "write results.json, table.txt and timeline-<mode>.svg into `DIR`")
 	fs.Usage = func() {
-		fmt.Fprint(out, `Usage: handoff bench [flags]
+		fmt.Fprint(out, `Usage: handoff-lab bench [flags]
 
 Runs one scenario once per mode, each on a fresh group with the same
 pre-loaded state and input, and measures: per-task pauses, task-seconds
@@ -273,7 +273,7 @@ func orDefault(v, def int) int {
 	return v
 }
 
-// Run is 'handoff bench args...': it runs the scenario in every mode and
+// Run is 'handoff-lab bench args...': it runs the scenario in every mode and
 // reports. It returns flag.ErrHelp after --help, and an error when a mode
 // failed or ctx ended first (the runs done so far are reported either way).
 func Run(ctx context.Context, args []string, e Env) error {
@@ -400,12 +400,13 @@ func binaries(s Settings) (*lab.Processes, error) {
 	}
 	b := proc.Binaries{
 		Handoff:    filepath.Join(s.Bin, "handoff"),
+		Lab:        filepath.Join(s.Bin, "handoff-lab"),
 		Counter:    filepath.Join(s.Bin, "counter"),
 		NATSServer: filepath.Join(s.Bin, "nats-server"),
 	}
-	for _, p := range []string{b.Handoff, b.Counter, b.NATSServer} {
+	for _, p := range []string{b.Handoff, b.Lab, b.Counter, b.NATSServer} {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("--bin: %w (build them with: go build -o %s ./cmd/handoff ./examples/counter github.com/nats-io/nats-server/v2)", err, s.Bin)
+			return nil, fmt.Errorf("--bin: %w (build them with: go build -o %s ./cmd/handoff ./cmd/handoff-lab ./examples/counter github.com/nats-io/nats-server/v2)", err, s.Bin)
 		}
 	}
 	return &lab.Processes{Binaries: b, AgentEnv: s.AgentEnv}, nil
