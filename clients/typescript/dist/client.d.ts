@@ -118,9 +118,3 @@ export declare class Client {
      */
     private call;
 }
-/**
- * escapeKey percent-encodes every byte of key but letters, digits, "-",
- * "_" and "~", so that any key, "/" and "." included, is one path segment
- * that no one resolves.
- */
-export declare function escapeKey(key: Buffer): string;

@@ -318,7 +318,7 @@ function taskPath(task, what) {
  * "_" and "~", so that any key, "/" and "." included, is one path segment
  * that no one resolves.
  */
-export function escapeKey(key) {
+function escapeKey(key) {
     let out = "";
     for (const b of key) {
         const c = String.fromCharCode(b);

@@ -377,7 +377,7 @@ function taskPath(task: string, what: string): string {
  * "_" and "~", so that any key, "/" and "." included, is one path segment
  * that no one resolves.
  */
-export function escapeKey(key: Buffer): string {
+function escapeKey(key: Buffer): string {
   let out = "";
   for (const b of key) {
     const c = String.fromCharCode(b);

@@ -2,7 +2,7 @@
 // Node.js. Client calls every worker route (docs/api.md); run follows the
 // member's assignment with the lifecycle of the Go client's client.Run.
 
-export { Client, DefaultCallTimeout, DefaultURL, MaxGetKeys, UnixPrefix, escapeKey } from "./client.js";
+export { Client, DefaultCallTimeout, DefaultURL, MaxGetKeys, UnixPrefix } from "./client.js";
 export type { CallOptions, ClientOptions } from "./client.js";
 export { MalformedBody, MediaBinary, MediaJSON, bytesOf, decodeScan, decodeValues, encodeCommit, encodeGet } from "./binary.js";
 export {
@@ -18,7 +18,6 @@ export {
   Unavailable,
   UnknownTask,
   Unreachable,
-  apiError,
   retryable,
 } from "./errors.js";
 export {

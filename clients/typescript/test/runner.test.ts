@@ -55,8 +55,11 @@ class Member {
 
   constructor(
     readonly id: string,
-    /** prepare's value for a standby comes only once its signal aborts: late, after the task left. */
-    readonly lateStandbys = false,
+    /**
+     * prepare resolves only once its signal aborts: when the task became
+     * active here (its value is handed over then) or left (it is closed).
+     */
+    readonly late = false,
   ) {}
 
   start(url: string): void {
@@ -74,7 +77,7 @@ class Member {
   async prepare(info: TaskInfo): Promise<Prepared> {
     const p = new Prepared(this.id, info);
     this.prepared.push(p);
-    if (this.lateStandbys && info.role === "standby") {
+    if (this.late) {
       await new Promise((resolve) => info.signal.addEventListener("abort", resolve, { once: true }));
     }
     return p;
@@ -131,6 +134,7 @@ test("a member that leaves hands its tasks over; prepared values go to the handl
     assert.equal(s.prepared.info.id, s.task);
     assert.equal(s.prepared.info.role, "learner");
     assert.equal(s.prepared.member, "b");
+    assert.ok(s.prepared.info.signal.aborted, "the activation aborted the prepare still running, and took what it resolved to");
   }
   for (const id of moved) {
     const rel = a.of("release", id);
