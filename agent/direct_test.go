@@ -13,8 +13,8 @@ import (
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/poll"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // The direct hand-off and its faults, one test per case docs/ARCHITECTURE.md
@@ -153,7 +153,7 @@ func (c *cluster) recorded(task string) (string, uint64) {
 
 // chain reads task's changelog, fails the test on any break of its one
 // writer chain, and returns it.
-func (c *cluster) chain(task string) (invariants.Chain, []changelog.Record) {
+func (c *cluster) chain(task string) (record.Chain, []changelog.Record) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -161,7 +161,7 @@ func (c *cluster) chain(task string) (invariants.Chain, []changelog.Record) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	ch := invariants.CheckChain(task, recs)
+	ch := record.CheckChain(task, recs)
 	for _, v := range ch.Violations {
 		c.t.Errorf("%s: %s", task, v)
 	}

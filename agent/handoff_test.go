@@ -18,8 +18,8 @@ import (
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
-	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/poll"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // inputKey is the key of a task's i-th input item: the test's input is a
@@ -41,7 +41,7 @@ type worker struct {
 
 	mu     sync.Mutex
 	events []client.Event
-	acks   []invariants.Acked
+	acks   []record.Acked
 }
 
 func (c *cluster) startWorker(id string) *worker {
@@ -114,7 +114,7 @@ func (w *worker) process(ctx context.Context, t client.Task) error {
 		}
 		next += 10
 		w.mu.Lock()
-		w.acks = append(w.acks, invariants.Acked{Task: t.ID, Seq: res.Seq, Epoch: res.Epoch})
+		w.acks = append(w.acks, record.Acked{Task: t.ID, Seq: res.Seq, Epoch: res.Epoch})
 		w.mu.Unlock()
 	}
 }
@@ -140,10 +140,10 @@ func (w *worker) running(gv api.GroupView) error {
 	return nil
 }
 
-func (w *worker) snapshot() ([]client.Event, []invariants.Acked) {
+func (w *worker) snapshot() ([]client.Event, []record.Acked) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]client.Event(nil), w.events...), append([]invariants.Acked(nil), w.acks...)
+	return append([]client.Event(nil), w.events...), append([]record.Acked(nil), w.acks...)
 }
 
 // TestPlannedHandoffUnderLoad moves tasks to a new member and back while
@@ -263,12 +263,12 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 }
 
 // checkChangelog verifies the invariants of each task from its changelog.
-func checkChangelog(t *testing.T, c *cluster, tasks []string, acks []invariants.Acked, events []client.Event) {
+func checkChangelog(t *testing.T, c *cluster, tasks []string, acks []record.Acked, events []client.Event) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	markers, releases := 0, 0
-	byTask := map[string][]invariants.Acked{}
+	byTask := map[string][]record.Acked{}
 	for _, a := range acks {
 		byTask[a.Task] = append(byTask[a.Task], a)
 	}
@@ -277,11 +277,11 @@ func checkChangelog(t *testing.T, c *cluster, tasks []string, acks []invariants.
 		if err != nil {
 			t.Fatal(err)
 		}
-		chain := invariants.CheckChain(task, recs)
+		chain := record.CheckChain(task, recs)
 		for _, v := range chain.Violations {
 			t.Errorf("%s: %s", task, v)
 		}
-		if missing := invariants.MissingAcks(recs, byTask[task]); len(missing) > 0 {
+		if missing := record.MissingAcks(recs, byTask[task]); len(missing) > 0 {
 			t.Errorf("%s: %d acknowledged commits missing from the changelog: %v", task, len(missing), missing)
 		}
 		// After a release at (epoch, seq), the old owner's epoch never

@@ -17,8 +17,8 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/api"
 	harness "github.com/handoffhq/handoff/internal/cluster"
-	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/natstest"
+	"github.com/handoffhq/handoff/internal/record"
 	"github.com/handoffhq/handoff/internal/sidecar"
 	"github.com/handoffhq/handoff/statestore"
 )
@@ -192,7 +192,7 @@ func (c *cluster) view() api.GroupView {
 // member's ready count is within one of the others', stateful and stateless
 // separately, and nothing is in flight.
 func balanced(gv api.GroupView, members ...string) error {
-	return invariants.Balanced(gv, members...)
+	return record.Balanced(gv, members...)
 }
 
 // activeEverywhere checks that each member's own view agrees with gv: every

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-ab.sh compares two commits of handoff on the bench of processes:
 # it builds each commit's handoff, counter and nats-server, then runs
-# 'handoff bench --processes' with each in turn, A B A B ..., so that both
+# 'handoff-lab bench --processes' with each in turn, A B A B ..., so that both
 # see the same machine load, and prints one line per run with the planned
 # stateful pauses and the hand-off breakdown's steps (p50 / p99, ms after
 # the release). Every run's results.json stays under $OUT.
@@ -9,7 +9,7 @@
 #   scripts/bench-ab.sh HEAD~1 HEAD                 # scale-up 3→4, eager
 #   ROUNDS=5 scripts/bench-ab.sh main HEAD --modes stable --scenario scale-down
 #
-# Arguments after the two commits go to every 'handoff bench' (default:
+# Arguments after the two commits go to every 'handoff-lab bench' (default:
 # --modes eager). Needs git, go and jq.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +32,12 @@ build() { # build COMMIT DIR
   local src="$work/src-$2"
   mkdir -p "$src" "$work/$2"
   git archive "$1" | tar -x -C "$src"
-  (cd "$src" && go build -o "$work/$2/" ./cmd/handoff ./examples/counter github.com/nats-io/nats-server/v2)
+  # The bench is in its own binary, handoff-lab, since the sidecar stopped
+  # linking the lab; an older commit has it in handoff.
+  local lab=
+  [ -d "$src/cmd/handoff-lab" ] && lab=./cmd/handoff-lab
+  (cd "$src" && go build -o "$work/$2/" ./cmd/handoff $lab ./examples/counter github.com/nats-io/nats-server/v2)
+  if [ -z "$lab" ]; then ln -s handoff "$work/$2/handoff-lab"; fi
 }
 echo "bench-ab: building A = $a and B = $b" >&2
 build "$a" A
@@ -55,7 +60,7 @@ summary() { # summary RESULTS.JSON
 for round in $(seq 1 "$ROUNDS"); do
   for side in A B; do
     dir="$out/$round-$side"
-    if "$work/$side/handoff" bench --processes --bin "$work/$side" --out "$dir" "${args[@]}" >/dev/null 2>"$dir.log"; then
+    if "$work/$side/handoff-lab" bench --processes --bin "$work/$side" --out "$dir" "${args[@]}" >/dev/null 2>"$dir.log"; then
       summary "$dir/results.json" | sed "s/^/round $round $side: /" | tee -a "$out/ab.txt"
     else
       echo "round $round $side: failed (see $dir.log)" | tee -a "$out/ab.txt"

@@ -2,21 +2,21 @@
 # bench.sh runs handoff's standard rebalance comparison and keeps every
 # result under one folder, bench-results/<date>_<time>/ (or $OUT):
 #
-#   scale-up-3-4/     handoff bench --scenario scale-up   --from 3 --to 4
-#   scale-down-4-3/   handoff bench --scenario scale-down --from 4 --to 3
+#   scale-up-3-4/     handoff-lab bench --scenario scale-up   --from 3 --to 4
+#   scale-down-4-3/   handoff-lab bench --scenario scale-down --from 4 --to 3
 #
 # each in the modes eager, stable and cold, on the same pre-loaded state and
 # input, with results.json, table.txt and timeline-<mode>.svg per scenario,
 # plus summary.txt (both tables) and environment.txt (machine, load, commit).
 # docs/bench.md explains the figures and the pictures.
 #
-# Members run as separate processes (handoff bench --processes): a
+# Members run as separate processes (handoff-lab bench --processes): a
 # nats-server, and per member a 'handoff agent' and an examples/counter
 # worker talking to it over HTTP. IN_PROCESS=1 runs the in-process lab
 # instead (agents, workers and an embedded NATS in one process).
 #
 # Sizes come from the environment (defaults below); other arguments go to
-# every 'handoff bench', e.g. --keep or --agent-env NAME=VALUE:
+# every 'handoff-lab bench', e.g. --keep or --agent-env NAME=VALUE:
 #
 #   KEYS=20000 RATE=2000 scripts/bench.sh --sample 20ms
 set -euo pipefail
@@ -35,8 +35,8 @@ out="${OUT:-bench-results/$(date -u +%Y-%m-%d_%H%M%S)}"
 mkdir -p "$out"
 bin="$(mktemp -d)"
 trap 'rm -rf "$bin"' EXIT
-echo "bench.sh: building handoff, counter and nats-server" >&2
-go build -o "$bin/" ./cmd/handoff ./examples/counter github.com/nats-io/nats-server/v2
+echo "bench.sh: building handoff, handoff-lab, counter and nats-server" >&2
+go build -o "$bin/" ./cmd/handoff ./cmd/handoff-lab ./examples/counter github.com/nats-io/nats-server/v2
 layout=(--processes --bin "$bin")
 layout_name="processes (nats-server; per member a handoff agent and a counter worker)"
 if [ -n "$IN_PROCESS" ]; then
@@ -63,7 +63,7 @@ for run in "scale-up 3 4" "scale-down 4 3"; do
   read -r scenario from to <<<"$run"
   dir="$out/$scenario-$from-$to"
   echo "bench.sh: $scenario $from→$to → $dir" >&2
-  if ! "$bin/handoff" bench --scenario "$scenario" --from "$from" --to "$to" "${sizes[@]}" --out "$dir" "$@" >/dev/null; then
+  if ! "$bin/handoff-lab" bench --scenario "$scenario" --from "$from" --to "$to" "${sizes[@]}" --out "$dir" "$@" >/dev/null; then
     echo "bench.sh: $scenario $from→$to failed (see $dir/table.txt)" >&2
     status=1
   fi

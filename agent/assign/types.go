@@ -17,7 +17,7 @@ const (
 	Stable Mode = "stable"
 	// Cold moves a stateful task at once, with no learner: the new owner
 	// replays the task's changelog before it serves. It is what a plain
-	// rebalance does, kept as the baseline 'handoff bench' compares with.
+	// rebalance does, kept as the baseline 'handoff-lab bench' compares with.
 	Cold Mode = "cold"
 )
 

@@ -18,58 +18,22 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/internal/doctest"
 	"github.com/handoffhq/handoff/internal/natstest"
 	"github.com/handoffhq/handoff/statestore"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated parts of docs/flags.md and docs/metrics.md from the code")
 
-// The generated part of a reference page lies between these lines; the
-// prose around it is written by hand.
-const (
-	beginGenerated = "<!-- BEGIN GENERATED: go test ./cmd/handoff -run TestDocs -update -->"
-	endGenerated   = "<!-- END GENERATED -->"
-)
+// begin opens this binary's generated part of a reference page
+// (internal/doctest); the prose around it is written by hand.
+var begin = doctest.Begin("./cmd/handoff")
 
-// checkGenerated compares the generated part of the page at path with
-// want, or rewrites it with -update.
+// checkGenerated compares this binary's generated part of the page at path
+// with want, or rewrites it with -update.
 func checkGenerated(t *testing.T, path, want string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := string(b)
-	i, j := strings.Index(page, beginGenerated), strings.Index(page, endGenerated)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no %q ... %q section", path, beginGenerated, endGenerated)
-	}
-	head, got, tail := page[:i+len(beginGenerated)], page[i+len(beginGenerated):j], page[j:]
-	want = "\n" + want
-	if got == want {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(path, []byte(head+want+tail), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("rewrote %s", path)
-		return
-	}
-	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
-	n := 0
-	for n < len(gl) && n < len(wl) && gl[n] == wl[n] {
-		n++
-	}
-	line := func(ls []string) string {
-		if n < len(ls) {
-			return ls[n]
-		}
-		return "(end)"
-	}
-	t.Errorf("%s is out of date with the code; regenerate it with\n\tgo test ./cmd/handoff -run TestDocs -update\n"+
-		"first difference, line %d of the generated part:\n\tpage: %s\n\tcode: %s",
-		path, n, line(gl), line(wl))
+	doctest.CheckGenerated(t, path, begin, want, *update)
 }
 
 // TestDocsFlags keeps docs/flags.md in step with the commands' flags: the

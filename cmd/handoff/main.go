@@ -2,9 +2,9 @@
 // and the tools around it. main only handles signals and dispatch; each
 // subcommand is registered by a file of its own. The agent's own commands
 // live in this package; the commands that read a group from outside
-// (internal/groupcli), the bench (internal/bench) and the demo
-// (internal/demo) live in packages of their own, given what they share
-// with the agent by their file here.
+// (internal/groupcli) live in a package of their own, given what they share
+// with the agent by their file here. The demo and the bench are another
+// binary, cmd/handoff-lab, so that this one links no lab.
 package main
 
 import (

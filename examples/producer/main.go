@@ -7,7 +7,12 @@
 // (input.<group>.<task>), one key per message, as examples/counter reads it.
 // verify replays each stateful task's changelog, reads the input stream up to
 // the task's checkpoint, and compares the counts key by key; it waits (up to
-// --timeout) for the workers to finish the input first.
+// --timeout) for the workers to finish the input first. The comparison is
+// the one every harness of this repository makes (internal/record's
+// CheckTask: one chain of owners, the counts, the checkpoint), so verify
+// builds inside this module; a copy elsewhere keeps the producer and
+// compares the counts itself (changelog.ReadTask and changelog.Replay are
+// public).
 package main
 
 import (
@@ -29,6 +34,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 func main() {
@@ -139,7 +145,7 @@ func runVerify(ctx context.Context, js jetstream.JetStream, c config, tasks []st
 		} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return fmt.Errorf("input of %s: %w", task, err)
 		}
-		state, err := waitCaughtUp(ctx, js, c.group, task, last)
+		recs, err := waitCaughtUp(ctx, js, c.group, task, last)
 		if err != nil {
 			return err
 		}
@@ -147,21 +153,14 @@ func runVerify(ctx context.Context, js jetstream.JetStream, c config, tasks []st
 		if err != nil {
 			return err
 		}
-		diffs := 0
-		for k, n := range want {
-			if got := string(state.Data[k]); got != strconv.FormatUint(n, 10) {
-				diffs++
-				if diffs <= 3 {
-					fmt.Fprintf(out, "  %s: %s = %s, input has %d\n", task, k, got, n)
-				}
-			}
-		}
-		if len(state.Data) != len(want) {
-			diffs++
-		}
-		if diffs > 0 {
+		tc := record.CheckTask(task, recs, nil, record.Want{Counts: want, End: last, HistoryKeys: 0})
+		if !tc.Exact {
 			bad++
-			fmt.Fprintf(out, "%-12s MISMATCH (%d keys differ)\n", task, diffs)
+			ps := tc.Problems()
+			fmt.Fprintf(out, "%-12s MISMATCH (%d problems)\n", task, len(ps))
+			for _, p := range ps[:min(3, len(ps))] {
+				fmt.Fprintf(out, "  %s: %s\n", task, p)
+			}
 			continue
 		}
 		fmt.Fprintf(out, "%-12s ok: %d keys, input up to seq %d counted exactly once\n", task, len(want), last)
@@ -173,13 +172,13 @@ func runVerify(ctx context.Context, js jetstream.JetStream, c config, tasks []st
 	return nil
 }
 
-// waitCaughtUp replays a task's changelog until its checkpoint reaches the
-// input's last sequence.
-func waitCaughtUp(ctx context.Context, js jetstream.JetStream, group, task string, last uint64) (changelog.State, error) {
+// waitCaughtUp reads a task's changelog until its replayed checkpoint
+// reaches the input's last sequence.
+func waitCaughtUp(ctx context.Context, js jetstream.JetStream, group, task string, last uint64) ([]changelog.Record, error) {
 	for {
 		recs, err := changelog.ReadTask(ctx, js, group, task)
 		if err != nil {
-			return changelog.State{}, err
+			return nil, err
 		}
 		st := changelog.Replay(recs)
 		var cp uint64
@@ -187,11 +186,11 @@ func waitCaughtUp(ctx context.Context, js jetstream.JetStream, group, task strin
 			cp = binary.BigEndian.Uint64(st.Checkpoint)
 		}
 		if cp >= last {
-			return st, nil
+			return recs, nil
 		}
 		select {
 		case <-ctx.Done():
-			return changelog.State{}, fmt.Errorf("%s: the workers reached input seq %d of %d before the timeout; are they running?", task, cp, last)
+			return nil, fmt.Errorf("%s: the workers reached input seq %d of %d before the timeout; are they running?", task, cp, last)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -1,5 +1,5 @@
 // Package cluster runs the members of a handoff group for the harnesses
-// that drive one: the lab behind `handoff demo` and `handoff bench`
+// that drive one: the lab behind `handoff-lab demo` and `handoff-lab bench`
 // (internal/lab), the multi-process scenarios (internal/scenario), the
 // conformance run (internal/conformance) and the agent's tests. It has
 // two backends:

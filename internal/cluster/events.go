@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"sync"
 
-	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/proc"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // EventLog is a counter worker's --events file as it grows, across the
@@ -15,7 +15,7 @@ type EventLog struct {
 	r      proc.LineReader
 
 	mu     sync.Mutex
-	events []invariants.Event
+	events []record.Event
 }
 
 // NewEventLog reads the events of member's worker at path (which may not
@@ -27,7 +27,7 @@ func NewEventLog(member, path string) *EventLog {
 }
 
 func (l *EventLog) add(line []byte) error {
-	var e invariants.Event
+	var e record.Event
 	if err := json.Unmarshal(line, &e); err != nil {
 		return err
 	}
@@ -40,15 +40,15 @@ func (l *EventLog) add(line []byte) error {
 
 // Events reads what the worker wrote since the last call and returns every
 // event so far, in the order written.
-func (l *EventLog) Events() ([]invariants.Event, error) { return l.From(0) }
+func (l *EventLog) Events() ([]record.Event, error) { return l.From(0) }
 
 // From is Events without the first i events: a caller that has taken in
 // i events asks for the rest.
-func (l *EventLog) From(i int) ([]invariants.Event, error) {
+func (l *EventLog) From(i int) ([]record.Event, error) {
 	err := l.r.Refresh()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]invariants.Event(nil), l.events[min(max(i, 0), len(l.events)):]...), err
+	return append([]record.Event(nil), l.events[min(max(i, 0), len(l.events)):]...), err
 }
 
 // Bad returns how many lines could not be parsed, and the last of them.

@@ -133,9 +133,6 @@ func (m *Local) Start() error {
 // the agent said shutdown, or halted. Without a worker it is closed.
 func (m *Local) WorkerDone() <-chan struct{} { return m.workerDone }
 
-// Stopped is closed once the agent and the API have stopped.
-func (m *Local) Stopped() <-chan struct{} { return m.ran }
-
 // Err is what stopped the agent, the API or the worker, once halted.
 func (m *Local) Err() error { return errors.Join(m.runErr, m.workerErr) }
 

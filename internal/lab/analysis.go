@@ -7,40 +7,13 @@ import (
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
+	"github.com/handoffhq/handoff/internal/record"
 )
-
-// Kinds of Pause.
-const (
-	PausePlanned  = "planned"  // after the previous owner's release
-	PauseFailover = "failover" // after the previous owner crashed or stopped without a leave
-)
-
-// Pause is a stretch during which no worker ran a task while it moved:
-// from the previous owner's release (or crash) to the next owner's worker
-// starting it.
-type Pause struct {
-	Task     string `json:"task"`
-	Stateful bool   `json:"stateful"`
-	Kind     string `json:"kind"`
-	From     string `json:"from"`
-	To       string `json:"to,omitempty"`
-	// Start is when the pause began: a planned one when the old owner's
-	// worker stopped the task to release it (Released is when its release
-	// call returned, which a direct hand-off's next owner need not wait
-	// for), a failover when its member crashed or stopped.
-	Start    time.Time     `json:"start"`
-	Released time.Time     `json:"released,omitzero"`
-	End      time.Time     `json:"end,omitzero"`
-	Duration time.Duration `json:"duration"`
-	// Unfinished pauses had not ended when the recording was read; their
-	// Duration runs to then.
-	Unfinished bool `json:"unfinished,omitempty"`
-}
 
 // WorkerEvents returns every worker event, in time order.
-func (r *Recorder) WorkerEvents() []WorkerEvent {
+func (r *Recorder) WorkerEvents() []record.Event {
 	r.mu.Lock()
-	out := append([]WorkerEvent(nil), r.events...)
+	out := append([]record.Event(nil), r.events...)
 	r.mu.Unlock()
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out
@@ -53,78 +26,28 @@ func (r *Recorder) Marks() []Mark {
 	return append([]Mark(nil), r.marks...)
 }
 
-// Pauses returns the pauses that began at or after since.
-func (r *Recorder) Pauses(since time.Time) []Pause {
+// Pauses returns the pauses whose release or crash was at or after since,
+// paired by record.Pauses and record.Failovers (the crashes and stops
+// without a leave are the recorder's marks), in the order they began.
+func (r *Recorder) Pauses(since time.Time) []record.Pause {
 	events := r.WorkerEvents()
-	marks := r.Marks()
 	now := time.Now()
-	var out []Pause
-	// next ends p at the first start of its task after it began that
-	// counts: at a later epoch, or (a release whose revoke was called off)
-	// at the same epoch on the same member.
-	next := func(p Pause, epoch uint64, sameEpoch bool) Pause {
-		for _, e := range events {
-			if e.Kind != client.EventStart || e.Task != p.Task || e.Time.Before(p.Start) {
-				continue
-			}
-			if e.Epoch > epoch || sameEpoch && e.Epoch == epoch && e.Member == p.From {
-				p.To, p.End, p.Duration = e.Member, e.Time, e.Time.Sub(p.Start)
-				return p
-			}
-		}
-		p.Unfinished, p.Duration = true, now.Sub(p.Start)
-		return p
-	}
-	for _, e := range events {
-		if e.Kind != client.EventRelease || e.Time.Before(since) {
-			continue
-		}
-		p := Pause{Task: e.Task, Stateful: r.stateful[e.Task], Kind: PausePlanned, From: e.Member, Start: stoppedAt(events, e), Released: e.Time}
-		out = append(out, next(p, e.Epoch, true))
-	}
-	for _, m := range marks {
-		if (m.Kind != MarkCrash && m.Kind != MarkStop) || m.At.Before(since) {
-			continue
-		}
-		for task, epoch := range runningAt(events, m.Member, m.At) {
-			p := Pause{Task: task, Stateful: r.stateful[task], Kind: PauseFailover, From: m.Member, Start: m.At}
-			out = append(out, next(p, epoch, false))
+	var out []record.Pause
+	for _, p := range record.Pauses(events, now) {
+		if !p.Released.Before(since) {
+			out = append(out, p)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	for _, m := range r.Marks() {
+		if (m.Kind == MarkCrash || m.Kind == MarkStop) && !m.At.Before(since) {
+			out = append(out, record.Failovers(events, m.Member, m.At, now)...)
+		}
+	}
+	for i := range out {
+		out[i].Stateful = r.stateful[out[i].Task]
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
 	return out
-}
-
-// stoppedAt returns when the worker that made release r stopped its task
-// (see invariants.StoppedAt).
-func stoppedAt(events []WorkerEvent, r WorkerEvent) time.Time {
-	at := r.Time
-	for _, e := range events {
-		if e.Kind == client.EventStop && e.Member == r.Member && e.Task == r.Task && e.Epoch == r.Epoch && !e.Time.After(r.Time) {
-			at = e.Time
-		}
-	}
-	return at
-}
-
-// runningAt returns the tasks member's worker ran at time at, with their
-// epochs.
-func runningAt(events []WorkerEvent, member string, at time.Time) map[string]uint64 {
-	running := map[string]uint64{}
-	for _, e := range events {
-		if e.Member != member || e.Time.After(at) {
-			continue
-		}
-		switch e.Kind {
-		case client.EventStart:
-			running[e.Task] = e.Epoch
-		case client.EventStop:
-			if running[e.Task] == e.Epoch {
-				delete(running, e.Task)
-			}
-		}
-	}
-	return running
 }
 
 // SteadyChanges returns the changes of steadiness, in time order.
@@ -217,7 +140,7 @@ func (r *Recorder) Throughput(from, to time.Time, bucket time.Duration) (avg, wo
 	counts := make([]int, n)
 	total := 0
 	for _, e := range r.WorkerEvents() {
-		if e.Kind != client.EventCommit || e.Time.Before(from) || !e.Time.Before(to) {
+		if e.Type != client.EventCommit || e.Time.Before(from) || !e.Time.Before(to) {
 			continue
 		}
 		counts[int(e.Time.Sub(from)/bucket)] += e.Records
@@ -361,4 +284,23 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// Spikes measures what every move since steadyFrom cost its task's events
+// (record.Spikes): each stateful input message's latency, from the
+// generator's publish to the acknowledgement of the commit that holds it,
+// around the move, over the task's steady p50 latency from steadyFrom on.
+// Both times are this machine's wall clock: the generator's in this
+// process, the worker's where it runs (this process, or a worker process
+// whose events carry them). Call it after Drain, so that every message has
+// been acknowledged.
+func (l *Lab) Spikes(steadyFrom time.Time) []record.Spike {
+	events := l.rec.WorkerEvents()
+	var inputs []record.Input
+	for _, t := range l.rec.tasks {
+		if t.Stateful {
+			inputs = append(inputs, l.input.Inputs(t.ID)...)
+		}
+	}
+	return record.Spikes(l.rec.Pauses(steadyFrom), record.Latencies(inputs, events), events, steadyFrom)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/internal/cluster"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // stepMatchWindow is how far from its pause a step's line may be.
@@ -96,7 +97,7 @@ func (h Handoff) Since(i int) (time.Duration, bool) {
 // Handoffs returns the breakdown of every finished planned move among
 // pauses, from the agents' logs and the workers' events. It needs a lab of
 // processes (each agent its own log); an in-process lab returns nil.
-func (l *Lab) Handoffs(pauses []Pause) []Handoff {
+func (l *Lab) Handoffs(pauses []record.Pause) []Handoff {
 	agents := l.AgentEvents()
 	if len(agents) == 0 {
 		return nil
@@ -104,7 +105,7 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 	workers := l.rec.WorkerEvents()
 	var out []Handoff
 	for _, p := range pauses {
-		if p.Kind != PausePlanned || p.Unfinished || p.To == "" || p.To == p.From {
+		if p.Kind != record.PausePlanned || p.Unfinished || p.To == "" || p.To == p.From {
 			continue
 		}
 		h := Handoff{Task: p.Task, Stateful: p.Stateful, From: p.From, To: p.To, Release: p.Start,
@@ -112,13 +113,13 @@ func (l *Lab) Handoffs(pauses []Pause) []Handoff {
 		var oldEpoch uint64
 		for _, e := range workers {
 			switch {
-			case e.Member == p.From && e.Task == p.Task && e.Kind == client.EventRelease && e.Time.Equal(p.Released):
+			case e.Member == p.From && e.Task == p.Task && e.Type == client.EventRelease && e.Time.Equal(p.Released):
 				oldEpoch = e.Epoch
-			case e.Member == p.To && e.Task == p.Task && e.Kind == client.EventStart && e.Time.Equal(p.End):
+			case e.Member == p.To && e.Task == p.Task && e.Type == client.EventStart && e.Time.Equal(p.End):
 				h.Epoch = e.Epoch
 				h.Steps[StepLongPollAnswered] = e.Time
 			case h.Epoch > 0 && h.Steps[StepFirstCommit].IsZero() && e.Member == p.To && e.Task == p.Task &&
-				e.Kind == client.EventCommit && e.Epoch == h.Epoch:
+				e.Type == client.EventCommit && e.Epoch == h.Epoch:
 				h.Steps[StepFirstCommit] = e.Time
 			}
 		}

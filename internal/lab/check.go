@@ -5,20 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/countworker"
-	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // Drain waits until every stateful task has committed the last input
 // message published to it. Stop the input first.
 func (l *Lab) Drain(ctx context.Context) error {
-	last := l.input.Last()
+	last := l.input.Ends()
 	for {
 		committed, _ := l.rec.Committed()
 		var behind []string
@@ -42,34 +39,11 @@ func (l *Lab) Drain(ctx context.Context) error {
 	}
 }
 
-// TaskCheck is what the changelog of one stateful task shows.
-type TaskCheck struct {
-	Task    string `json:"task"`
-	Commits int    `json:"commits"`
-	Markers int    `json:"markers"`
-	// Violations break the one-writer chain (invariants.CheckChain).
-	Violations []string `json:"violations,omitempty"`
-	// Missing counts acknowledged commits absent from the changelog.
-	Missing int `json:"missing"`
-	// Checkpoint is the input sequence the replayed state reaches, Input
-	// the last one published; Counted is how many input messages the
-	// replayed counts stand for.
-	Checkpoint uint64 `json:"checkpoint"`
-	Input      uint64 `json:"input"`
-	Counted    uint64 `json:"counted"`
-	// Mismatches lists keys whose replayed count differs from the input's.
-	Mismatches []string `json:"mismatches,omitempty"`
-	// HistoryKeys is how many pre-loaded keys the replay holds.
-	HistoryKeys int  `json:"historyKeys"`
-	Exact       bool `json:"exact"`
-}
-
-// CheckResult is the lab's final check.
+// CheckResult is the lab's final check: record.CheckTask of every stateful
+// task.
 type CheckResult struct {
-	Tasks []TaskCheck `json:"tasks"`
-	// Exact holds when every task's replayed counts equal its input's up to
-	// the last message published, its chain has no violation, and no
-	// acknowledged commit is missing.
+	Tasks []record.TaskCheck `json:"tasks"`
+	// Exact holds when every task's check did.
 	Exact bool `json:"exact"`
 	// Counted is the input messages counted over all stateful tasks.
 	Counted uint64 `json:"counted"`
@@ -77,18 +51,16 @@ type CheckResult struct {
 	HistoryKeys int `json:"historyKeys"`
 }
 
-// Check replays every stateful task's changelog with internal/invariants
-// and compares it with what the lab knows: the input it published, the
-// commits workers were acknowledged, and the history it pre-loaded
+// Check replays every stateful task's changelog and checks it
+// (record.CheckTask) against what the lab knows: the input it published,
+// the commits workers were acknowledged, and the history it pre-loaded
 // (historyKeys per task; -1 to skip). Call it after Drain; members may run.
 func (l *Lab) Check(ctx context.Context, historyKeys int) (CheckResult, error) {
-	acks := map[string][]invariants.Acked{}
-	for _, e := range l.rec.WorkerEvents() {
-		if e.Kind == client.EventCommit {
-			acks[e.Task] = append(acks[e.Task], invariants.Acked{Task: e.Task, Seq: e.Seq, Epoch: e.Epoch})
-		}
+	acks := map[string][]record.Acked{}
+	for _, a := range record.Acks(l.rec.WorkerEvents()) {
+		acks[a.Task] = append(acks[a.Task], a)
 	}
-	last := l.input.Last()
+	ends := l.input.Ends()
 	res := CheckResult{Exact: true}
 	for _, t := range l.rec.tasks {
 		if !t.Stateful {
@@ -99,7 +71,8 @@ func (l *Lab) Check(ctx context.Context, historyKeys int) (CheckResult, error) {
 			return res, fmt.Errorf("lab: check %s: %w", t.ID, err)
 		}
 		l.rec.setLog(t.ID, recs)
-		tc := checkTask(t.ID, recs, acks[t.ID], last[t.ID], l.input, historyKeys)
+		counts, _ := l.input.Expected(t.ID, ends[t.ID])
+		tc := record.CheckTask(t.ID, recs, acks[t.ID], record.Want{Counts: counts, End: ends[t.ID], HistoryKeys: historyKeys})
 		res.Exact = res.Exact && tc.Exact
 		res.Counted += tc.Counted
 		res.HistoryKeys += tc.HistoryKeys
@@ -108,67 +81,8 @@ func (l *Lab) Check(ctx context.Context, historyKeys int) (CheckResult, error) {
 	return res, nil
 }
 
-func checkTask(task string, recs []changelog.Record, acks []invariants.Acked, input uint64, g *Generator, historyKeys int) TaskCheck {
-	chain := invariants.CheckChain(task, recs)
-	tc := TaskCheck{Task: task, Commits: chain.Commits, Markers: chain.Markers, Violations: chain.Violations, Input: input}
-	tc.Missing = len(invariants.MissingAcks(recs, acks))
-	st := changelog.Replay(recs)
-	cp, err := countworker.DecodeCheckpoint(st.Checkpoint)
-	if err != nil {
-		tc.Mismatches = append(tc.Mismatches, err.Error())
-	}
-	tc.Checkpoint = cp
-	want, n := g.Expected(task, cp)
-	tc.Counted = n
-	got := 0
-	for k, v := range st.Data {
-		if strings.HasPrefix(k, HistoryKeyPrefix) {
-			tc.HistoryKeys++
-			continue
-		}
-		got++
-		if w, ok := want[k]; !ok || strconv.FormatUint(w, 10) != string(v) {
-			tc.Mismatches = append(tc.Mismatches, fmt.Sprintf("%s = %s, input has %d", k, v, w))
-		}
-	}
-	if got != len(want) {
-		tc.Mismatches = append(tc.Mismatches, fmt.Sprintf("%d keys counted, input has %d", got, len(want)))
-	}
-	if cp != input {
-		tc.Mismatches = append(tc.Mismatches, fmt.Sprintf("counted up to input seq %d, last published %d", cp, input))
-	}
-	if historyKeys >= 0 && tc.HistoryKeys != historyKeys {
-		tc.Mismatches = append(tc.Mismatches, fmt.Sprintf("%d pre-loaded keys, want %d", tc.HistoryKeys, historyKeys))
-	}
-	sort.Strings(tc.Mismatches)
-	tc.Exact = len(tc.Mismatches) == 0 && len(tc.Violations) == 0 && tc.Missing == 0
-	return tc
-}
-
 // Summary says in one line whether the check passed, or what failed.
-func (c CheckResult) Summary() string {
-	if c.Exact {
-		return fmt.Sprintf("exact: %d stateful tasks, %d input messages each counted once", len(c.Tasks), c.Counted)
-	}
-	var bad []string
-	for _, t := range c.Tasks {
-		if t.Exact {
-			continue
-		}
-		var why []string
-		if len(t.Violations) > 0 {
-			why = append(why, fmt.Sprintf("%d chain violations (%s)", len(t.Violations), t.Violations[0]))
-		}
-		if t.Missing > 0 {
-			why = append(why, fmt.Sprintf("%d acknowledged commits missing", t.Missing))
-		}
-		if len(t.Mismatches) > 0 {
-			why = append(why, fmt.Sprintf("%d mismatches (%s)", len(t.Mismatches), t.Mismatches[0]))
-		}
-		bad = append(bad, t.Task+": "+strings.Join(why, ", "))
-	}
-	return "NOT EXACT: " + strings.Join(bad, "; ")
-}
+func (c CheckResult) Summary() string { return record.Summary(c.Tasks) }
 
 // ErrStuck is wrapped by the errors of waits that cannot end because a
 // member's agent stopped answering (a deadlock in the agent, say).

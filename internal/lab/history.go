@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/handoffhq/handoff/changelog"
+	"github.com/handoffhq/handoff/internal/record"
 	"github.com/handoffhq/handoff/statestore"
 )
 
@@ -25,8 +26,8 @@ type History struct {
 }
 
 // HistoryKeyPrefix starts the keys of the history, which the input's keys
-// (InputKey) never do.
-const HistoryKeyPrefix = "h"
+// (record.InputKey) never do; the final check counts them apart.
+const HistoryKeyPrefix = record.HistoryKeyPrefix
 
 // HistoryStats says what Preload wrote.
 type HistoryStats struct {

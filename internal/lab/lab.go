@@ -1,4 +1,4 @@
-// Package lab runs a whole handoff group for `handoff demo` and `handoff
+// Package lab runs a whole handoff group for `handoff-lab demo` and `handoff
 // bench`, inside this process or as processes (Options.Processes): NATS
 // (an embedded server, or one at a given URL), members that each have
 // their own agent, Pebble store, NATS connections, worker HTTP API on
@@ -7,7 +7,7 @@
 // known, a pre-loaded changelog history, operations on members (add, leave
 // through the HTTP API, crash, restart keeping the data dir), a recorder of
 // every member's roles and every worker's events, and the final checks of
-// internal/invariants.
+// internal/record.
 //
 // Its members run on internal/cluster (cluster.Local in this process,
 // cluster.Process as processes), as the scenarios' and the agent tests' do;
@@ -44,6 +44,7 @@ import (
 	"github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/proc"
+	"github.com/handoffhq/handoff/internal/record"
 	"github.com/handoffhq/handoff/internal/redact"
 )
 
@@ -115,7 +116,7 @@ type Lab struct {
 	js       jetstream.JetStream
 
 	rec   *Recorder
-	input *Generator
+	input *record.Generator
 
 	group *cluster.Group // the group's state in NATS
 
@@ -168,7 +169,11 @@ func Open(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	tasks, _ := opts.Config.Tasks() // validated above
 	l.rec = newRecorder(tasks, opts.OnNote)
-	l.input = newGenerator(l.js, opts.Group, tasks, opts.Seed)
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	l.input = record.NewGenerator(l.js, record.GeneratorOptions{Group: opts.Group, Tasks: ids, Seed: opts.Seed})
 
 	bgCtx, stop := context.WithCancel(context.Background())
 	l.stopBG = stop
@@ -311,7 +316,7 @@ func (l *Lab) JetStream() jetstream.JetStream { return l.js }
 func (l *Lab) Recorder() *Recorder { return l.rec }
 
 // Input is the input generator.
-func (l *Lab) Input() *Generator { return l.input }
+func (l *Lab) Input() *record.Generator { return l.input }
 
 // Close stops the input, every member (workers first, so that their last
 // commits land; then agents, APIs, stores and connections), the recorder

@@ -7,6 +7,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 func testConfig() assign.Config {
@@ -76,7 +77,7 @@ func TestScaleUpLeaveCrashRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitOwned(ctx, t, l, "m1", "m2", "m3")
-	if n := countPauses(l.Recorder().Pauses(scaleUp), PausePlanned); n == 0 {
+	if n := countPauses(l.Recorder().Pauses(scaleUp), record.PausePlanned); n == 0 {
 		t.Errorf("no planned pause after the scale-up, want the moves to m3")
 	}
 	if b, ok := l.Recorder().Balanced(scaleUp); !ok || b.Generation <= l.Recorder().GenerationAt(scaleUp) {
@@ -97,7 +98,7 @@ func TestScaleUpLeaveCrashRestart(t *testing.T) {
 		t.Errorf("m1 is %s after its leave, want %s", st, MemberLeft)
 	}
 	waitOwned(ctx, t, l, "m2", "m3")
-	if n := countPauses(l.Recorder().Pauses(leave), PausePlanned); n == 0 {
+	if n := countPauses(l.Recorder().Pauses(leave), record.PausePlanned); n == 0 {
 		t.Errorf("no planned pause after the leave")
 	}
 
@@ -112,7 +113,7 @@ func TestScaleUpLeaveCrashRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitOwned(ctx, t, l, survivor)
-	if n := countPauses(l.Recorder().Pauses(crash), PauseFailover); n == 0 {
+	if n := countPauses(l.Recorder().Pauses(crash), record.PauseFailover); n == 0 {
 		t.Errorf("no failover pause after the crash")
 	}
 	if err := l.Restart(ctx, victim); err != nil {
@@ -195,7 +196,7 @@ func owns(members ...string) func(Snapshot) bool {
 	}
 }
 
-func countPauses(ps []Pause, kind string) int {
+func countPauses(ps []record.Pause, kind string) int {
 	n := 0
 	for _, p := range ps {
 		if p.Kind == kind {

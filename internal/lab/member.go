@@ -18,6 +18,7 @@ import (
 	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/cluster"
+	"github.com/handoffhq/handoff/internal/record"
 	"github.com/handoffhq/handoff/internal/sidecar"
 )
 
@@ -57,7 +58,7 @@ type Member struct {
 	// unread are the worker events read from procs, not yet given to the
 	// recorder, and eventsRead how many procs.Events has given; both are
 	// guarded by the lab's readMu.
-	unread     []countworker.Event
+	unread     []record.Event
 	eventsRead int
 }
 
@@ -125,7 +126,7 @@ func (m *Member) open(ctx context.Context) (_ *incarnation, err error) {
 			Batch:    l.opts.Batch,
 			MaxDelay: l.opts.MaxDelay,
 			NoCache:  l.opts.NoCache,
-			OnEvent:  func(e countworker.Event) { l.rec.workerEvent(m.ID, e) },
+			OnEvent:  func(e countworker.Event) { l.rec.workerEvent(record.WorkerEvent(m.ID, e)) },
 			Logger:   log.With().Str("component", "worker").Logger(),
 		},
 	})

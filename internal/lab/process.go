@@ -11,9 +11,9 @@ import (
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/countworker"
 	"github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/proc"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // Processes, set in Options, runs each member as the deployment does: a
@@ -272,31 +272,24 @@ func (l *Lab) readProcessLogs() {
 	l.readMu.Lock()
 	defer l.readMu.Unlock()
 	cutoff := time.Now()
-	type memberEvent struct {
-		member string
-		e      countworker.Event
-	}
-	var events []memberEvent
+	var events []record.Event
 	for _, m := range l.processes() {
 		read, _ := m.procs.Events.From(m.eventsRead)
 		m.eventsRead += len(read)
-		for _, e := range read {
-			m.unread = append(m.unread, countworker.Event{Time: e.Time, Kind: e.Type, Task: e.Task, Epoch: e.Epoch, Seq: e.Seq,
-				Checkpoint: e.Checkpoint, Records: e.Records, Code: e.Code})
-		}
+		m.unread = append(m.unread, read...)
 		later := m.unread[:0]
 		for _, e := range m.unread {
 			if e.Time.Before(cutoff) {
-				events = append(events, memberEvent{m.ID, e})
+				events = append(events, e)
 			} else {
 				later = append(later, e)
 			}
 		}
 		m.unread = later
 	}
-	slices.SortStableFunc(events, func(a, b memberEvent) int { return a.e.Time.Compare(b.e.Time) })
-	for _, me := range events {
-		l.rec.workerEvent(me.member, me.e)
+	slices.SortStableFunc(events, func(a, b record.Event) int { return a.Time.Compare(b.Time) })
+	for _, e := range events {
+		l.rec.workerEvent(e)
 	}
 }
 

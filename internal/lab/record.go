@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/api"
-	"github.com/handoffhq/handoff/countworker"
 )
 
 // Roles of a task on a member, as the recorder sees them: the member's own
@@ -44,12 +43,6 @@ type Mark struct {
 	Kind   string    `json:"kind"`
 	Member string    `json:"member,omitempty"`
 	Text   string    `json:"text,omitempty"`
-}
-
-// WorkerEvent is an event of a member's counter worker.
-type WorkerEvent struct {
-	Member string
-	countworker.Event
 }
 
 // Report is a learner's, standby's or activation's progress report as the

@@ -11,7 +11,7 @@ import (
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/countworker"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // Recorder keeps what happened in a lab: every member's role for every task
@@ -27,7 +27,7 @@ type Recorder struct {
 	spans    []Span          // closed spans
 	open     map[pair]*Span  // open spans
 	marks    []Mark          // operations and milestones
-	events   []WorkerEvent   // every worker event
+	events   []record.Event  // every worker event
 	reports  []Report        // every progress report
 	latest   map[pair]Report // the latest report of each pair
 	gens     []GenChange
@@ -151,11 +151,12 @@ func (r *Recorder) mark(m Mark) {
 }
 
 // workerEvent records a worker event, and tells about moves.
-func (r *Recorder) workerEvent(member string, e countworker.Event) {
+func (r *Recorder) workerEvent(e record.Event) {
+	member := e.Member
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, WorkerEvent{Member: member, Event: e})
-	switch e.Kind {
+	r.events = append(r.events, e)
+	switch e.Type {
 	case client.EventStart:
 		r.running[e.Task] = runningTask{member: member, epoch: e.Epoch, since: e.Time}
 		from, ok := r.released[e.Task]

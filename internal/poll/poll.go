@@ -6,7 +6,7 @@
 // scenarios, the conformance run) use Until and Within.
 //
 // It imports nothing of the testing package, so that the tools built on
-// the harnesses (the lab behind handoff bench and demo) link none of it.
+// the harnesses (the lab behind handoff-lab bench and demo) link none of it.
 package poll
 
 import (

@@ -15,6 +15,7 @@ import (
 // Binaries are the programs a multi-process run starts, built from this module.
 type Binaries struct {
 	Handoff    string // ./cmd/handoff
+	Lab        string // ./cmd/handoff-lab (the bench's floor process)
 	Counter    string // ./examples/counter
 	NATSServer string // github.com/nats-io/nats-server/v2 at go.mod's version
 }
@@ -64,7 +65,7 @@ func build() (Binaries, error) {
 	// One invocation builds the three main packages into the directory,
 	// each named after its package path.
 	cmd := exec.Command(goBin, "build", "-o", buildDir+string(filepath.Separator),
-		"./cmd/handoff", "./examples/counter", "github.com/nats-io/nats-server/v2")
+		"./cmd/handoff", "./cmd/handoff-lab", "./examples/counter", "github.com/nats-io/nats-server/v2")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -75,10 +76,11 @@ func build() (Binaries, error) {
 	}
 	b := Binaries{
 		Handoff:    filepath.Join(buildDir, "handoff"),
+		Lab:        filepath.Join(buildDir, "handoff-lab"),
 		Counter:    filepath.Join(buildDir, "counter"),
 		NATSServer: filepath.Join(buildDir, "nats-server"),
 	}
-	for _, p := range []string{b.Handoff, b.Counter, b.NATSServer} {
+	for _, p := range []string{b.Handoff, b.Lab, b.Counter, b.NATSServer} {
 		if _, err := os.Stat(p); err != nil {
 			return Binaries{}, fmt.Errorf("go build did not produce %s: %w", p, err)
 		}

@@ -16,7 +16,7 @@ import (
 // closes the harness's connection.
 func (h *Harness) cleanup() {
 	if h.Gen != nil {
-		h.Gen.abort()
+		h.Gen.Abort()
 	}
 	if h.t.Failed() {
 		h.dumpLogs()

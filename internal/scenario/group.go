@@ -8,8 +8,8 @@ import (
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/poll"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // Settled checks that gv is a finished, balanced assignment over exactly
@@ -17,7 +17,7 @@ import (
 // flight, each member's count within one of the others' (stateful and
 // stateless separately), and every member in the group's generation.
 func Settled(gv api.GroupView, members ...string) error {
-	if err := invariants.Balanced(gv, members...); err != nil {
+	if err := record.Balanced(gv, members...); err != nil {
 		return err
 	}
 	want := make(map[string]bool, len(members))
@@ -138,8 +138,8 @@ func (h *Harness) commitsPerTask() map[string]int {
 }
 
 // allEvents returns every worker's events, member by member.
-func (h *Harness) allEvents() []invariants.Event {
-	var out []invariants.Event
+func (h *Harness) allEvents() []record.Event {
+	var out []record.Event
 	for _, m := range h.Members() {
 		events, err := m.Events.Events()
 		if err != nil {
@@ -169,7 +169,7 @@ func (h *Harness) Start(count int) {
 		ids[i] = fmt.Sprintf("m%d", i+1)
 		h.AddMember(ids[i])
 	}
-	h.Gen.Start()
+	h.Gen.Start(h.opts.Rate)
 	h.WaitSettled(90*time.Second, ids...)
 	h.WaitCommitting(60*time.Second, 5)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/poll"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // Harness runs one scenario: NATS, the members, the input generator, and
@@ -32,7 +33,7 @@ type Harness struct {
 	// Dir holds every process's directory and log.
 	Dir  string
 	NATS []*NATSServer
-	Gen  *Generator
+	Gen  *record.Generator
 
 	stateful  []string
 	stateless []string
@@ -94,7 +95,7 @@ func New(t testing.TB, o Options) *Harness {
 	if h.progress, err = watchProgress(h.nc, o.Group); err != nil {
 		t.Fatal(err)
 	}
-	h.Gen = newGenerator(h.js, o.Group, h.stateful, o.Keys, o.Rate)
+	h.Gen = record.NewGenerator(h.js, record.GeneratorOptions{Group: o.Group, Tasks: h.stateful, Keys: o.Keys, Seed: 1})
 	h.Logf("NATS up (%d node(s), replicas %d); group %s: stateful %s, stateless %s, %s hand-off",
 		o.NATSNodes, o.Replicas, o.Group, o.Stateful, o.Stateless, o.Handover)
 	return h

@@ -7,7 +7,7 @@ import (
 
 // The processes a scenario runs, the binaries and the NATS servers come from
 // internal/proc; a member run as processes and the readers of its logs come
-// from internal/cluster, which the lab behind handoff bench shares.
+// from internal/cluster, which the lab behind handoff-lab bench shares.
 type (
 	Binaries   = proc.Binaries
 	Process    = proc.Process

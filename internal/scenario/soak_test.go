@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/changelog"
-	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // soakSettings reads the chaos soak's duration (HANDOFF_SOAK, e.g. 3m) and
@@ -94,13 +94,13 @@ func TestChaosSoak(t *testing.T) {
 	rep := h.Verify(Expect{Mark: mark})
 
 	lost, stale := 0, 0
-	acks := map[string][]invariants.Acked{}
-	for _, a := range invariants.Acks(rep.Events) {
+	acks := map[string][]record.Acked{}
+	for _, a := range record.Acks(rep.Events) {
 		acks[a.Task] = append(acks[a.Task], a)
 	}
 	for task, recs := range rep.Records {
-		lost += len(invariants.MissingAcks(recs, acks[task]))
-		stale += len(invariants.AckedAfterTakeover(recs, acks[task]))
+		lost += len(record.MissingAcks(recs, acks[task]))
+		stale += len(record.AckedAfterTakeover(recs, acks[task]))
 	}
 
 	var b strings.Builder

@@ -2,16 +2,14 @@ package scenario
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/internal/invariants"
 	"github.com/handoffhq/handoff/internal/poll"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // Expect says what a scenario promises beyond the invariants every
@@ -30,8 +28,8 @@ type Expect struct {
 type Report struct {
 	// Records is every stateful task's changelog.
 	Records map[string][]changelog.Record
-	Events  []invariants.Event
-	Pauses  []invariants.Pause
+	Events  []record.Event
+	Pauses  []record.Pause
 	// Activations and takeovers after the mark.
 	Activations []Activation
 	Takeovers   []Takeover
@@ -44,19 +42,10 @@ type Report struct {
 	Restarts int
 }
 
-// PauseDurations returns the pauses' durations.
-func (r Report) PauseDurations() []time.Duration {
-	ds := make([]time.Duration, len(r.Pauses))
-	for i, p := range r.Pauses {
-		ds[i] = p.Duration()
-	}
-	return ds
-}
-
 // Verify stops the input, waits until every stateful task's committed
 // checkpoint reaches the end of its input, and checks the invariants:
 //
-//   - every task's changelog is one chain (invariants.CheckChain);
+//   - every task's changelog is one chain (record.CheckChain);
 //   - no commit acknowledged to a worker is missing from it, and none was
 //     acknowledged after a newer owner's epoch marker;
 //   - replaying it gives exactly the generator's per-key counts, with the
@@ -76,7 +65,6 @@ func (h *Harness) Verify(x Expect) Report {
 	sent, retries := h.Gen.Sent()
 	h.Logf("input stopped: %d messages acknowledged (%d publish retries)", sent, retries)
 	ends := h.Gen.Ends()
-	counts := h.Gen.Counts()
 	h.Eventually("every task's checkpoint at the end of its input", 90*time.Second, func() error {
 		reached := map[string]uint64{}
 		for _, e := range h.allEvents() {
@@ -94,8 +82,8 @@ func (h *Harness) Verify(x Expect) Report {
 	h.checkAlive()
 
 	rep := Report{Records: map[string][]changelog.Record{}, Events: h.allEvents()}
-	acks := map[string][]invariants.Acked{}
-	for _, a := range invariants.Acks(rep.Events) {
+	acks := map[string][]record.Acked{}
+	for _, a := range record.Acks(rep.Events) {
 		acks[a.Task] = append(acks[a.Task], a)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -111,10 +99,14 @@ func (h *Harness) Verify(x Expect) Report {
 		if err != nil {
 			h.t.Fatalf("read the changelog of %s: %v", task, err)
 		}
+		counts, _ := h.Gen.Expected(task, ends[task])
+		tc := record.CheckTask(task, recs, acks[task], record.Want{Counts: counts, End: ends[task]})
+		for _, p := range tc.Problems() {
+			h.t.Errorf("%s: %s", task, p)
+		}
 		rep.Records[task] = recs
 		total += len(recs)
-		rep.Releases += invariants.CheckChain(task, recs).Releases
-		h.checkTask(task, recs, acks[task], counts[task], ends[task])
+		rep.Releases += tc.Releases
 	}
 	for _, e := range rep.Events {
 		switch e.Type {
@@ -129,11 +121,13 @@ func (h *Harness) Verify(x Expect) Report {
 	h.Logf("changelog: %d messages over %d stateful tasks; workers: %d acknowledged commits, %d refused, %d restarts",
 		total, len(h.stateful), rep.Commits, rep.Refused, rep.Restarts)
 
-	var unpaired []invariants.Event
-	rep.Pauses, unpaired = invariants.Pauses(rep.Events)
-	for _, r := range unpaired {
-		h.t.Errorf("release of %s by %s at epoch %d (%s) was never followed by the next owner's start: a hand-off without a recorded pause",
-			r.Task, r.Member, r.Epoch, r.Time.Format(time.RFC3339Nano))
+	for _, p := range record.Pauses(rep.Events, time.Now()) {
+		if p.Unfinished {
+			h.t.Errorf("release of %s by %s (%s) was never followed by the next owner's start: a hand-off without a recorded pause",
+				p.Task, p.From, p.Released.Format(time.RFC3339Nano))
+			continue
+		}
+		rep.Pauses = append(rep.Pauses, p)
 	}
 	h.logPauses(rep.Pauses)
 	h.logCommitGaps(rep.Events)
@@ -145,7 +139,7 @@ func (h *Harness) Verify(x Expect) Report {
 	h.checkActivations(rep.Activations, x.Planned)
 	h.Logf("hand-offs after the mark: %d taken over directly; %d release entries in the changelogs in all", len(rep.Takeovers), rep.Releases)
 	if x.Planned {
-		for _, o := range invariants.Overlaps(rep.Events) {
+		for _, o := range record.Overlaps(rep.Events) {
 			h.t.Errorf("two owners at once in a planned scenario: %s", o)
 		}
 	}
@@ -158,31 +152,6 @@ func (h *Harness) Verify(x Expect) Report {
 		}
 	}
 	return rep
-}
-
-// checkTask checks one stateful task's changelog against the workers'
-// acknowledgements and the generator's counts.
-func (h *Harness) checkTask(task string, recs []changelog.Record, acks []invariants.Acked, want map[string]uint64, end uint64) {
-	h.t.Helper()
-	chain := invariants.CheckChain(task, recs)
-	for _, v := range chain.Violations {
-		h.t.Errorf("%s: %s", task, v)
-	}
-	if missing := invariants.MissingAcks(recs, acks); len(missing) > 0 {
-		h.t.Errorf("%s: %d acknowledged commits missing from the changelog, e.g. %+v", task, len(missing), missing[0])
-	}
-	if stale := invariants.AckedAfterTakeover(recs, acks); len(stale) > 0 {
-		h.t.Errorf("%s: %d commits acknowledged to a stale owner after a newer epoch's marker, e.g. %+v", task, len(stale), stale[0])
-	}
-	st := changelog.Replay(recs)
-	if len(st.Checkpoint) != 8 {
-		h.t.Errorf("%s: checkpoint after replay is %d bytes, want the counter's 8", task, len(st.Checkpoint))
-	} else if cp := binary.BigEndian.Uint64(st.Checkpoint); cp != end {
-		h.t.Errorf("%s: checkpoint after replay is input seq %d, want the end of its input %d", task, cp, end)
-	}
-	if diffs := invariants.CompareCounts(st.Data, want); len(diffs) > 0 {
-		h.t.Errorf("%s: replayed counts differ from the input in %d keys: %s", task, len(diffs), strings.Join(diffs, "; "))
-	}
 }
 
 // activationsAfter collects every agent's activations logged after mark.
@@ -222,18 +191,18 @@ func (h *Harness) checkActivations(acts []Activation, planned bool) {
 }
 
 // logPauses logs the hand-off pauses' distribution.
-func (h *Harness) logPauses(pauses []invariants.Pause) {
+func (h *Harness) logPauses(pauses []record.Pause) {
 	ds := make([]time.Duration, len(pauses))
 	for i, p := range pauses {
-		ds[i] = p.Duration()
+		ds[i] = p.Duration
 	}
 	h.Logf("hand-off pauses: %d; p50 %s, p99 %s, max %s", len(ds),
-		invariants.Percentile(ds, 50).Round(time.Microsecond), invariants.Percentile(ds, 99).Round(time.Microsecond),
-		invariants.Percentile(ds, 100).Round(time.Microsecond))
-	sorted := append([]invariants.Pause(nil), pauses...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Duration() > sorted[j].Duration() })
+		record.Percentile(ds, 50).Round(time.Microsecond), record.Percentile(ds, 99).Round(time.Microsecond),
+		record.Percentile(ds, 100).Round(time.Microsecond))
+	sorted := append([]record.Pause(nil), pauses...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Duration > sorted[j].Duration })
 	for _, p := range sorted[:min(3, len(sorted))] {
-		h.Logf("  longest: %s %s→%s epoch %d: %s", p.Task, p.From, p.To, p.Epoch, p.Duration().Round(time.Microsecond))
+		h.Logf("  longest: %s %s→%s epoch %d: %s", p.Task, p.From, p.To, p.Epoch, p.Duration.Round(time.Microsecond))
 	}
 }
 
@@ -249,14 +218,14 @@ func (h *Harness) checkAlive() {
 // logCommitGaps logs the longest time each of the worst tasks went without
 // an acknowledged commit while input kept coming: what a failover, a
 // restore or a NATS outage cost it, planned or not.
-func (h *Harness) logCommitGaps(events []invariants.Event) {
+func (h *Harness) logCommitGaps(events []record.Event) {
 	last := map[string]time.Time{}
 	type gap struct {
 		task     string
 		from, to time.Time
 	}
 	var gaps []gap
-	sorted := append([]invariants.Event(nil), events...)
+	sorted := append([]record.Event(nil), events...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Time.Before(sorted[j].Time) })
 	for _, e := range sorted {
 		if e.Type != client.EventCommit {

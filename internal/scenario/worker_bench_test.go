@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // BenchmarkWorkerLoss measures, with a 10 s worker timeout, the time from
@@ -76,13 +76,13 @@ func BenchmarkScaleUpLateWorker(b *testing.B) {
 				rep := h.Verify(Expect{Planned: true, Mark: mark})
 				var ds []time.Duration
 				for _, p := range pausesTo(rep.Pauses, "m4") {
-					ds = append(ds, p.Duration())
+					ds = append(ds, p.Duration)
 				}
 				if len(ds) == 0 {
 					b.Fatal("no hand-off to m4 was recorded")
 				}
-				maxes[start.name] = invariants.Percentile(ds, 100)
-				b.ReportMetric(invariants.Percentile(ds, 50).Seconds()*1e3, "ms-p50")
+				maxes[start.name] = record.Percentile(ds, 100)
+				b.ReportMetric(record.Percentile(ds, 50).Seconds()*1e3, "ms-p50")
 				b.ReportMetric(maxes[start.name].Seconds()*1e3, "ms-max")
 			}
 		})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // workerLossOptions is a group whose agents declare a worker lost after 2 s
@@ -63,8 +63,8 @@ func (h *Harness) loseWorker(o Options, victim *Member, owned []string, before m
 }
 
 // pausesTo returns the hand-off pauses of tasks moving to member.
-func pausesTo(pauses []invariants.Pause, member string) []invariants.Pause {
-	var out []invariants.Pause
+func pausesTo(pauses []record.Pause, member string) []record.Pause {
+	var out []record.Pause
 	for _, p := range pauses {
 		if p.To == member {
 			out = append(out, p)
@@ -184,7 +184,7 @@ func TestWorkerPaused(t *testing.T) {
 		if !slices.Contains(h.stateful, task) {
 			continue
 		}
-		seq, ok := invariants.TakeoverSeq(rep.Records[task], before[task])
+		seq, ok := record.TakeoverSeq(rep.Records[task], before[task])
 		if !ok {
 			t.Errorf("%s: no epoch marker above the paused worker's epoch %d in its changelog", task, before[task])
 			continue
@@ -290,15 +290,15 @@ func TestWorkerStartsLate(t *testing.T) {
 
 	var toNew []time.Duration
 	for _, p := range pausesTo(rep.Pauses, "m4") {
-		toNew = append(toNew, p.Duration())
-		if p.Released.Before(workerStarted) {
+		toNew = append(toNew, p.Duration)
+		if p.Start.Before(workerStarted) {
 			t.Errorf("%s was released to m4 at %s, before m4's worker started (%s): its pause includes the worker's start-up",
-				p.Task, p.Released.Format("15:04:05.000"), workerStarted.Format("15:04:05.000"))
+				p.Task, p.Start.Format("15:04:05.000"), workerStarted.Format("15:04:05.000"))
 		}
 	}
 	if len(toNew) == 0 {
 		t.Fatal("no hand-off to m4 was recorded")
 	}
 	h.Logf("hand-offs to m4: %d; p50 %s, max %s", len(toNew),
-		invariants.Percentile(toNew, 50).Round(time.Microsecond), invariants.Percentile(toNew, 100).Round(time.Microsecond))
+		record.Percentile(toNew, 50).Round(time.Microsecond), record.Percentile(toNew, 100).Round(time.Microsecond))
 }

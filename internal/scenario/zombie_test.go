@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/handoffhq/handoff/client"
-	"github.com/handoffhq/handoff/internal/invariants"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // TestZombie freezes the leader (agent and worker, SIGSTOP) past the
@@ -75,7 +75,7 @@ func TestZombie(t *testing.T) {
 	}
 	for _, task := range owned {
 		recs := rep.Records[task]
-		seq, ok := invariants.TakeoverSeq(recs, oldEpochs[task])
+		seq, ok := record.TakeoverSeq(recs, oldEpochs[task])
 		if !ok {
 			t.Errorf("%s: no epoch marker above the zombie's epoch %d in its changelog", task, oldEpochs[task])
 			continue

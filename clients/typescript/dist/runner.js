@@ -1,0 +1,626 @@
+// run follows the member's assignment, as the Go client's client.Run does:
+// it runs a handler per active task from the task's checkpoint, stops it on
+// a revoke and releases the task once the handler made its final commit,
+// leaves a task alone after not_owner, restarts it after resume or a
+// failure, exits on shutdown, and prepares a task's input while it is a
+// learner or standby here.
+import { Client } from "./client.js";
+import { NotOwner, Resume, Unreachable, retryable } from "./errors.js";
+/** Defaults of RunOptions, in ms. */
+export const DefaultPollWait = 30_000;
+export const DefaultRestartBackoff = 500;
+export const DefaultMaxRestartBackoff = 30_000;
+export const DefaultStopTimeout = 10_000;
+/**
+ * Stopped is the reason of a task's signal when the runner stops the task:
+ * it was revoked, moved, or the runner is ending. The handler should stop
+ * consuming, make its final commit (the task's methods still work) and
+ * return.
+ */
+export class Stopped extends Error {
+    name = "Stopped";
+    constructor(message = "task stopped by the runner") {
+        super(message);
+    }
+}
+const levels = { debug: 0, info: 1, warn: 2, error: 3 };
+/**
+ * stderrLogger writes lines at level and above to stderr, each with a
+ * millisecond timestamp: `2025-01-02T03:04:05.678Z info task started task=orders-7 epoch=3`.
+ */
+export function stderrLogger(level = "info") {
+    return (l, message, fields) => {
+        if (levels[l] < levels[level])
+            return;
+        let line = `${new Date().toISOString()} ${l} ${message}`;
+        for (const [k, v] of Object.entries(fields)) {
+            const s = v instanceof Error ? v.message : v instanceof Uint8Array ? Buffer.from(v).toString("hex") : String(v);
+            line += ` ${k}=${/\s/.test(s) ? JSON.stringify(s) : s}`;
+        }
+        process.stderr.write(line + "\n");
+    };
+}
+/**
+ * run follows the member's assignment and runs handler for each task that
+ * is active here, from the task's checkpoint, until the agent says shutdown
+ * (its view's shutdown, or state done) or the run is ended (SIGTERM, SIGINT,
+ * options.signal). It long-polls /assignment and reacts to each change at
+ * once:
+ *
+ * - a task that is revoked, or no longer active here, has its signal
+ *   aborted; once its handler returns, a revoked task is released;
+ * - a task revoked before it ever ran here is released at once;
+ * - a task whose epoch changed is stopped and started again at the new one;
+ * - a stateful task that appears here as a learner or standby is prepared
+ *   (options.prepare), and its handler gets what prepare made.
+ *
+ * Errors talking to the agent are logged and retried; run does not reject
+ * for them. It resolves once every handler it started has returned.
+ */
+export async function run(handler, options = {}) {
+    const client = options.client ?? Client.fromEnv();
+    const r = new Runner(client, handler, {
+        log: options.log ?? (() => { }),
+        handleSignals: options.handleSignals ?? true,
+        pollWait: options.pollWait ?? DefaultPollWait,
+        restartBackoff: options.restartBackoff ?? DefaultRestartBackoff,
+        maxRestartBackoff: options.maxRestartBackoff ?? DefaultMaxRestartBackoff,
+        stopTimeout: options.stopTimeout ?? DefaultStopTimeout,
+        prepare: options.prepare,
+        onEvent: options.onEvent,
+    });
+    try {
+        await r.run(options.signal);
+    }
+    finally {
+        if (!options.client)
+            client.close();
+    }
+}
+/** sleep waits ms, or less if signal aborts; it reports whether it slept the whole time. */
+function sleep(ms, signal) {
+    return new Promise((resolve) => {
+        if (signal?.aborted)
+            return resolve(false);
+        const onAbort = () => {
+            clearTimeout(t);
+            resolve(false);
+        };
+        const t = setTimeout(() => {
+            signal?.removeEventListener("abort", onAbort);
+            resolve(true);
+        }, ms);
+        signal?.addEventListener("abort", onAbort, { once: true });
+    });
+}
+/** aborted resolves once signal aborts. */
+function aborted(signal) {
+    if (signal.aborted)
+        return Promise.resolve();
+    return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+}
+class Runner {
+    client;
+    handler;
+    s;
+    tasks = new Map();
+    preparations = new Map();
+    /** Per task, the epoch at which a task revoked before it ever ran here was released. */
+    releasedIdle = new Map();
+    /** Per task, the last acknowledged commit of the runs that ended. */
+    lastCommit = new Map();
+    /** Work the run waits for before it resolves: releases and disposals. */
+    pending = new Set();
+    exited = new Set();
+    closing = false;
+    constructor(client, handler, s) {
+        this.client = client;
+        this.handler = handler;
+        this.s = s;
+    }
+    log(level, message, fields = {}) {
+        try {
+            this.s.log(level, message, fields);
+        }
+        catch {
+            // a logger's failure is not the run's
+        }
+    }
+    emit(ev) {
+        if (!this.s.onEvent)
+            return;
+        try {
+            this.s.onEvent({ time: new Date(), ...ev });
+        }
+        catch (err) {
+            this.log("warn", "onEvent threw", { error: err });
+        }
+    }
+    /** track keeps p until it settles, so that the run waits for it. */
+    track(p) {
+        const q = p.catch((err) => this.log("error", "background work failed", { error: err })).finally(() => this.pending.delete(q));
+        this.pending.add(q);
+    }
+    async run(external) {
+        const stop = new AbortController();
+        const onExternal = () => stop.abort();
+        external?.addEventListener("abort", onExternal, { once: true });
+        if (external?.aborted)
+            stop.abort();
+        const removeSignals = this.s.handleSignals ? this.handleSignals(stop) : () => { };
+        let shutdown = false;
+        try {
+            shutdown = await this.poll(stop.signal);
+        }
+        finally {
+            external?.removeEventListener("abort", onExternal);
+            this.stopAll(false);
+            await this.waitAll();
+            for (const id of [...this.preparations.keys()])
+                this.discard(id);
+            while (this.pending.size > 0)
+                await Promise.all([...this.pending]);
+            removeSignals();
+        }
+        if (shutdown) {
+            this.emit({ type: "shutdown" });
+            this.log("info", "the agent says shutdown: every task is stopped");
+        }
+    }
+    /** handleSignals makes SIGTERM and SIGINT end the run; a second one kills the process. */
+    handleSignals(stop) {
+        const onSignal = (sig) => {
+            if (stop.signal.aborted) {
+                remove();
+                process.kill(process.pid, sig);
+                return;
+            }
+            this.log("info", `${sig}: stopping every task (send it again to exit at once)`);
+            stop.abort();
+        };
+        const remove = () => {
+            process.off("SIGTERM", onSignal);
+            process.off("SIGINT", onSignal);
+        };
+        process.on("SIGTERM", onSignal);
+        process.on("SIGINT", onSignal);
+        return remove;
+    }
+    /**
+     * poll long-polls the assignment and applies each view, until signal
+     * aborts (false) or a view says shutdown (true). The first request, and
+     * the first after an error, does not wait, so that the runner sees the
+     * current view at once.
+     */
+    async poll(signal) {
+        let after = 0;
+        let current = false;
+        let failures = 0;
+        while (!signal.aborted) {
+            let v;
+            try {
+                v = await this.client.assignment(after, current ? this.s.pollWait : 0, { signal });
+            }
+            catch (err) {
+                if (signal.aborted)
+                    break;
+                current = false;
+                failures++;
+                // At most 1 s: once the agent answers again, the worker is
+                // attached again within a second (docs/api.md).
+                const backoff = Math.min(50 * 2 ** Math.min(failures, 10), 1000);
+                this.log("warn", "read the assignment; retrying", { error: err, backoff });
+                await sleep(backoff, signal);
+                continue;
+            }
+            failures = 0;
+            current = true;
+            after = v.version;
+            if (this.apply(v))
+                return true;
+        }
+        return false;
+    }
+    /** apply starts and stops tasks to match v and reports whether v says shutdown. */
+    apply(v) {
+        const revoked = new Set(v.revoke);
+        const want = new Map();
+        for (const tv of v.tasks) {
+            if (tv.role === "active" && !revoked.has(tv.id))
+                want.set(tv.id, tv);
+        }
+        for (const [id, s] of this.tasks) {
+            const tv = want.get(id);
+            if (s.stopping) {
+                // Start it again once it has stopped, if it is still ours then.
+                s.next = tv;
+                if (revoked.has(id))
+                    s.release = true;
+                continue;
+            }
+            if (revoked.has(id)) {
+                this.log("info", "task revoked: stopping it", { task: id, epoch: s.tv.epoch });
+                s.stop(true);
+            }
+            else if (!tv) {
+                // Moved away without a revoke (failover, or the group's last member
+                // leaving): there is nothing to release.
+                this.log("info", "task no longer active here: stopping it", { task: id, epoch: s.tv.epoch });
+                s.stop(false);
+            }
+            else if (tv.epoch !== s.tv.epoch) {
+                this.log("info", "task epoch changed: restarting it", { task: id, epoch: tv.epoch });
+                s.stop(false);
+                s.next = tv;
+            }
+        }
+        for (const tv of want.values()) {
+            if (!this.tasks.has(tv.id))
+                this.start(tv);
+        }
+        this.releaseIdle(v, revoked);
+        this.prepareAll(v, revoked);
+        return v.shutdown || v.state === "done";
+    }
+    /**
+     * releaseIdle releases the revoked tasks this worker never ran (revoked
+     * before it started them): there is nothing to stop, and the move should
+     * not wait for the agent's release timeout.
+     */
+    releaseIdle(v, revoked) {
+        for (const tv of v.tasks) {
+            if (!revoked.has(tv.id) || tv.role !== "active")
+                continue;
+            if (this.tasks.has(tv.id) || this.releasedIdle.get(tv.id) === tv.epoch)
+                continue;
+            this.releasedIdle.set(tv.id, tv.epoch);
+            this.track(this.release(tv.id, tv.epoch, "a revoked task that never ran here"));
+        }
+    }
+    /**
+     * release releases task at epoch, retrying while the agent is unreachable
+     * or unavailable, for up to StopTimeout.
+     */
+    async release(task, epoch, what = "task") {
+        const deadline = Date.now() + this.s.stopTimeout;
+        for (let attempt = 0;; attempt++) {
+            try {
+                const res = await this.client.release(task, epoch, { signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
+                this.emit({ type: "release", task, epoch: res.epoch, seq: res.seq });
+                this.log("info", `released ${what}`, { task, epoch: res.epoch, seq: res.seq });
+                return;
+            }
+            catch (err) {
+                if (!retryable(err) && !isTimeout(err)) {
+                    // not_revoked, unknown_task, not_owner: the task left without a
+                    // revoke, or moved on; there is nothing to hand over from here.
+                    this.log("info", "release not needed", { task, epoch, error: err });
+                    return;
+                }
+                const backoff = Math.min(25 * 2 ** Math.min(attempt, 6), 1000);
+                if (Date.now() + backoff >= deadline) {
+                    this.log("error", "gave up releasing the task; the agent hands it over after its release timeout", { task, epoch, error: err });
+                    return;
+                }
+                this.log("warn", "release the task; retrying", { task, epoch, error: err, backoff });
+                await sleep(backoff);
+            }
+        }
+    }
+    /**
+     * prepareAll calls prepare for each stateful task that is a learner or
+     * standby here and has none yet, and discards the preparations of tasks
+     * that left without becoming active here (a task started here has taken
+     * its preparation already).
+     */
+    prepareAll(v, revoked) {
+        const here = new Map(v.tasks.map((tv) => [tv.id, tv]));
+        for (const id of [...this.preparations.keys()]) {
+            const tv = here.get(id);
+            if (!tv || revoked.has(id))
+                this.discard(id);
+        }
+        const prepare = this.s.prepare;
+        if (!prepare || this.closing)
+            return;
+        for (const tv of v.tasks) {
+            if (!tv.stateful || (tv.role !== "learner" && tv.role !== "standby") || this.preparations.has(tv.id))
+                continue;
+            const controller = new AbortController();
+            const info = { id: tv.id, role: tv.role, epoch: tv.epoch, signal: controller.signal };
+            if (tv.checkpoint)
+                info.checkpoint = tv.checkpoint;
+            if (tv.seq !== undefined)
+                info.seq = tv.seq;
+            this.emit({ type: "prepare", task: tv.id, epoch: tv.epoch, role: tv.role, checkpoint: tv.checkpoint, seq: tv.seq });
+            this.log("debug", "preparing the task's input", { task: tv.id, role: tv.role });
+            // After the poll loop has sent its next request: prepare never
+            // delays it, even if it does work before its first await.
+            const p = { controller, settled: false, result: Promise.resolve({ error: undefined }) };
+            p.result = new Promise((resolve) => setImmediate(() => {
+                Promise.resolve()
+                    .then(() => prepare(info))
+                    .then((value) => resolve({ value }), (error) => resolve({ error }))
+                    .finally(() => (p.settled = true));
+            }));
+            this.preparations.set(tv.id, p);
+        }
+    }
+    /** discard aborts the preparation of task and disposes of what it made. */
+    discard(id) {
+        const p = this.preparations.get(id);
+        if (!p)
+            return;
+        this.preparations.delete(id);
+        p.controller.abort(new Stopped(`task ${id} left this member without becoming active here`));
+        this.track(p.result.then(async (res) => {
+            if ("value" in res)
+                await dispose(res.value);
+            this.emit({ type: "discard", task: id });
+            this.log("debug", "discarded the task's preparation: it left without becoming active here", { task: id });
+        }));
+    }
+    /** takePreparation hands task's preparation to its supervisor. */
+    takePreparation(id) {
+        const p = this.preparations.get(id);
+        this.preparations.delete(id);
+        return p;
+    }
+    start(tv) {
+        // A view that starts a task again at the epoch of an earlier run here
+        // may have been built while that run was still committing: its last
+        // commit is then the newer checkpoint (only this worker commits at
+        // this epoch), and resuming from the view's would process input twice.
+        // The view's seq tells: a copy that has applied past that commit holds
+        // the newer checkpoint itself.
+        const lc = this.lastCommit.get(tv.id);
+        if (lc && lc.epoch === tv.epoch && lc.seq > (tv.seq ?? 0))
+            tv = { ...tv, checkpoint: lc.checkpoint };
+        const s = new Supervisor(this, tv, this.takePreparation(tv.id));
+        this.tasks.set(tv.id, s);
+        void s.supervise().then(() => this.exit(s));
+    }
+    /** exit forgets a supervisor that ended and starts the task again if the view asked for it meanwhile. */
+    exit(s) {
+        this.tasks.delete(s.tv.id);
+        if (s.release)
+            this.releasedIdle.set(s.tv.id, s.tv.epoch);
+        if (s.seq > 0)
+            this.lastCommit.set(s.tv.id, { epoch: s.tv.epoch, seq: s.seq, checkpoint: s.checkpoint });
+        for (const f of this.exited)
+            f();
+        if (!s.next || this.closing)
+            return;
+        this.start(s.next);
+    }
+    stopAll(release) {
+        this.closing = true;
+        for (const s of this.tasks.values()) {
+            if (!s.stopping)
+                s.stop(release);
+        }
+    }
+    async waitAll() {
+        while (this.tasks.size > 0) {
+            await new Promise((resolve) => {
+                const f = () => {
+                    this.exited.delete(f);
+                    resolve();
+                };
+                this.exited.add(f);
+            });
+        }
+    }
+}
+/** dispose closes what a prepare made: close(), else Symbol.asyncDispose or Symbol.dispose. */
+async function dispose(value) {
+    if (value === null || (typeof value !== "object" && typeof value !== "function"))
+        return;
+    const v = value;
+    const asyncDispose = Symbol.asyncDispose;
+    const syncDispose = Symbol.dispose;
+    if (typeof v["close"] === "function")
+        await v["close"].call(value);
+    else if (asyncDispose && typeof v[asyncDispose] === "function")
+        await v[asyncDispose].call(value);
+    else if (syncDispose && typeof v[syncDispose] === "function")
+        v[syncDispose].call(value);
+}
+function isTimeout(err) {
+    return err instanceof Error && (err.name === "TimeoutError" || (err instanceof Unreachable && err.timedOut));
+}
+/** Supervisor runs one task at one epoch: its handler, its restarts, and the release after it stopped. */
+class Supervisor {
+    r;
+    tv;
+    preparation;
+    /** Aborted (reason Stopped) when the task must stop. */
+    stopper = new AbortController();
+    /** Aborted StopTimeout after the stop: the task's calls end then. */
+    calls = new AbortController();
+    callTimer;
+    // Owned by the runner.
+    stopping = false;
+    next;
+    /** Release the task once stopped. */
+    release = false;
+    /** The last acknowledged commit's sequence and checkpoint (or the start's checkpoint). */
+    seq = 0;
+    checkpoint;
+    constructor(r, tv, preparation) {
+        this.r = r;
+        this.tv = tv;
+        this.preparation = preparation;
+        this.checkpoint = tv.checkpoint;
+    }
+    stop(release) {
+        this.stopping = true;
+        if (release)
+            this.release = true;
+        if (this.stopper.signal.aborted)
+            return;
+        this.stopper.abort(new Stopped());
+        this.callTimer = setTimeout(() => this.calls.abort(new Error(`final call of task ${this.tv.id} still running ${this.r.s.stopTimeout} ms after the stop`)), this.r.s.stopTimeout);
+    }
+    get stopped() {
+        return this.stopper.signal.aborted;
+    }
+    async supervise() {
+        const tv = { ...this.tv };
+        const fields = { task: tv.id, epoch: tv.epoch };
+        let prepared = await this.takePrepared();
+        let failures = 0;
+        try {
+            while (!this.stopped) {
+                this.r.emit({ type: "start", task: tv.id, epoch: tv.epoch, checkpoint: tv.checkpoint });
+                this.r.log("debug", "task starting", fields);
+                const started = Date.now();
+                let error;
+                let failed = false;
+                try {
+                    await this.r.handler(this.task(tv, prepared));
+                }
+                catch (err) {
+                    error = err;
+                    failed = true;
+                }
+                prepared = undefined; // the first run owns it
+                if (this.stopped) {
+                    if (failed && !(error instanceof Stopped) && !isAbort(error)) {
+                        this.r.log("warn", "task handler failed while stopping", { ...fields, error });
+                    }
+                    break;
+                }
+                if (error instanceof NotOwner) {
+                    this.r.emit({ type: "refused", task: tv.id, epoch: tv.epoch, code: error.code });
+                    this.r.log("info", "the agent says this member is not the task's owner: leaving the task alone", { ...fields, error });
+                    await aborted(this.stopper.signal);
+                    return;
+                }
+                if (!failed) {
+                    this.r.log("info", "task handler returned: the task stays idle until it is revoked", fields);
+                    await aborted(this.stopper.signal);
+                    break;
+                }
+                let backoff = 0;
+                if (error instanceof Resume) {
+                    // Not a failure: the agent holds a commit the handler was not
+                    // told of. Restart at once from the checkpoint that includes it.
+                    this.r.log("info", "the agent holds a newer checkpoint: restarting the task from it", { ...fields, error });
+                }
+                else {
+                    if (Date.now() - started > this.r.s.maxRestartBackoff)
+                        failures = 0; // it ran well for a while
+                    failures++;
+                    backoff = Math.min(this.r.s.restartBackoff * 2 ** Math.min(failures - 1, 20), this.r.s.maxRestartBackoff);
+                    this.r.log("warn", "task handler failed: restarting it from its latest checkpoint", { ...fields, error, backoff });
+                }
+                this.r.emit({ type: "restart", task: tv.id, epoch: tv.epoch, error, backoff });
+                if (await sleep(backoff, this.stopper.signal))
+                    tv.checkpoint = await this.latestCheckpoint(tv);
+            }
+            this.r.emit({ type: "stop", task: tv.id, epoch: tv.epoch, seq: this.seq, checkpoint: this.checkpoint });
+            this.r.log("debug", "task stopped", fields);
+            if (this.release)
+                await this.r.release(tv.id, tv.epoch);
+        }
+        finally {
+            clearTimeout(this.callTimer);
+            this.calls.abort(new Stopped());
+        }
+    }
+    /**
+     * takePrepared takes the task's preparation, if it has one. A prepare
+     * still running has its signal aborted (the task is active now: it should
+     * resolve at once) and is waited for, unless the task is stopped first:
+     * then what it made is disposed of.
+     */
+    async takePrepared() {
+        const p = this.preparation;
+        this.preparation = undefined;
+        if (!p)
+            return undefined;
+        if (!p.settled)
+            p.controller.abort(new Stopped(`task ${this.tv.id} became active here before its prepare resolved`));
+        const res = await Promise.race([p.result, aborted(this.stopper.signal).then(() => undefined)]);
+        if (res === undefined) {
+            p.controller.abort(new Stopped(`task ${this.tv.id} stopped before it started`));
+            this.r.track(p.result.then((late) => ("value" in late ? dispose(late.value) : undefined)));
+            return undefined;
+        }
+        if ("error" in res) {
+            this.r.log("warn", "the task's prepare failed: its handler starts without it", { task: this.tv.id, error: res.error });
+            return undefined;
+        }
+        return res.value;
+    }
+    task(tv, prepared) {
+        const c = this.r.client;
+        const calls = this.calls.signal;
+        return {
+            id: tv.id,
+            epoch: tv.epoch,
+            checkpoint: tv.checkpoint,
+            stateful: tv.stateful,
+            client: c,
+            signal: this.stopper.signal,
+            prepared,
+            commit: (req) => this.commit(tv, req),
+            get: (key) => c.get(tv.id, key, { signal: calls }),
+            getMany: (keys) => c.getMany(tv.id, keys, { signal: calls }),
+            scan: (o = {}) => c.scan(tv.id, { ...o, signal: calls }),
+        };
+    }
+    /** commit commits at the task's epoch, retrying what may be retried. */
+    async commit(tv, req) {
+        const body = { ...req, epoch: tv.epoch };
+        for (let attempt = 0;; attempt++) {
+            try {
+                const res = await this.r.client.commit(tv.id, body, { signal: this.calls.signal });
+                this.seq = res.seq;
+                if (req.checkpoint !== undefined && req.checkpoint.length > 0)
+                    this.checkpoint = Buffer.from(req.checkpoint);
+                return res;
+            }
+            catch (err) {
+                if (!retryable(err) || this.calls.signal.aborted)
+                    throw err;
+                const backoff = Math.min(50 * 2 ** Math.min(attempt, 5), 1000);
+                this.r.log("warn", "commit: retrying", { task: tv.id, epoch: tv.epoch, error: err, backoff });
+                if (!(await sleep(backoff, this.calls.signal)))
+                    throw err;
+            }
+        }
+    }
+    /**
+     * latestCheckpoint asks the agent for the task's checkpoint; the last one
+     * committed here is the fallback. While the agent shows the task as a
+     * learner at this epoch, it is being activated again (its copy missed a
+     * commit and is catching up), and the checkpoint it will show once active
+     * may be newer than any acknowledged here: wait for it.
+     */
+    async latestCheckpoint(tv) {
+        let after = 0;
+        for (;;) {
+            let v;
+            try {
+                v = await this.r.client.assignment(after, this.r.s.pollWait, { signal: this.stopper.signal });
+            }
+            catch (err) {
+                this.r.log("debug", "read the task's checkpoint; using the last one committed here", { task: tv.id, error: err });
+                return this.checkpoint;
+            }
+            const t = v.tasks.find((t) => t.id === tv.id && t.epoch === tv.epoch);
+            if (!t)
+                return this.checkpoint; // the task left: the runner stops this supervisor
+            if (t.role === "active")
+                return t.checkpoint;
+            if (t.role !== "learner")
+                return this.checkpoint;
+            after = v.version;
+        }
+    }
+}
+function isAbort(err) {
+    return err instanceof Error && err.name === "AbortError";
+}
