@@ -2,10 +2,7 @@ package agent
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -121,20 +118,9 @@ func docNames(t *testing.T, doc string) []string {
 // types.
 func declaredNames(t *testing.T, dir string) map[string]bool {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, files := parseDir(t, dir)
 	out := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, p := range paths {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, p, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range files {
 		for _, d := range f.Decls {
 			switch d := d.(type) {
 			case *ast.FuncDecl:

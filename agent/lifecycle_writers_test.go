@@ -1,4 +1,4 @@
-package agent_test
+package agent
 
 import (
 	"go/ast"
@@ -41,25 +41,7 @@ type stateWrite struct {
 // task among them, resolved.
 func taskStateWrites(t *testing.T, dir string) []stateWrite {
 	t.Helper()
-	fset := token.NewFileSet()
-	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []*ast.File
-	for _, p := range paths {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, p, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no Go files in %s", dir)
-	}
+	fset, files := parseDir(t, dir)
 	name := files[0].Name.Name
 	info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}, Uses: map[*ast.Ident]types.Object{}}
 	conf := types.Config{Importer: emptyImporter{}, Error: func(error) {}}
@@ -146,6 +128,31 @@ func TestTaskStateWritesFound(t *testing.T) {
 			t.Errorf("no write of task.%s found, not even in lifecycle.go: the check cannot see writes of it", f)
 		}
 	}
+}
+
+// parseDir parses the non-test Go files in dir.
+func parseDir(t *testing.T, dir string) (*token.FileSet, []*ast.File) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no Go files in %s", dir)
+	}
+	return fset, files
 }
 
 // emptyImporter resolves every import to an empty package: the check
