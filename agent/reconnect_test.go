@@ -32,7 +32,12 @@ func TestStandbyTailsAcrossNATSRestarts(t *testing.T) {
 		t.Helper()
 		key := fmt.Sprintf("k%d", committed)
 		poll.Eventually(t, 30*time.Second, "a commit of "+key, func() error {
-			res, err := m1.a.Commit(ctx, "s0", api.CommitRequest{
+			// Each try is bounded, as a worker's call is by its client's
+			// timeout: a publish sent while the connection was down whose
+			// acknowledgement the restart lost is never answered.
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			res, err := m1.a.Commit(actx, "s0", api.CommitRequest{
 				Puts: []api.KV{{Key: []byte(key), Value: []byte("v")}}, Checkpoint: []byte(key)})
 			if errors.Is(err, api.ErrResume) {
 				// The acknowledgement of an earlier try was lost in the
