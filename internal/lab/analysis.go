@@ -28,13 +28,14 @@ func (r *Recorder) Marks() []Mark {
 
 // Pauses returns the pauses whose release or crash was at or after since,
 // paired by record.Pauses and record.Failovers (the crashes and stops
-// without a leave are the recorder's marks), in the order they began.
+// without a leave are the recorder's marks), in the order they began. An
+// overlap (record.Pause.Overlapped) is no pause and is left out.
 func (r *Recorder) Pauses(since time.Time) []record.Pause {
 	events := r.WorkerEvents()
 	now := time.Now()
 	var out []record.Pause
 	for _, p := range record.Pauses(events, now) {
-		if !p.Released.Before(since) {
+		if !p.Released.Before(since) && !p.Overlapped {
 			out = append(out, p)
 		}
 	}

@@ -66,19 +66,28 @@ type Pause struct {
 	// Unfinished pauses had not ended when the events were read; their
 	// Duration runs to then.
 	Unfinished bool `json:"unfinished,omitempty"`
+	// Overlapped is a release whose next owner had started the task before
+	// the old owner's worker stopped it: an old owner that heard of the
+	// move only after the leader had given the task away (its release
+	// timeout). There was no pause (Duration 0; End is the next owner's
+	// start); the two ran the task at once, which Overlaps reports.
+	Overlapped bool `json:"overlapped,omitempty"`
 }
 
 // Moved reports whether the pause ended on another member: a hand-off
-// (a move called off ends on the member it began on).
-func (p Pause) Moved() bool { return !p.Unfinished && p.To != "" && p.To != p.From }
+// (a move called off ends on the member it began on; an overlap had no
+// pause).
+func (p Pause) Moved() bool { return !p.Unfinished && !p.Overlapped && p.To != "" && p.To != p.From }
 
 // Pauses pairs each release in events with the start that ends its pause,
 // by one rule: the first start of the same task, at or after the old
 // owner's worker stopped it (StoppedAt), that runs a later epoch (the next
 // owner) or the same epoch on the same member (the move was called off
 // and the owner serves the task again). A release that no such start
-// followed is returned Unfinished, its Duration running to until. Pauses
-// come in the order of their releases; events may come in any order.
+// followed is returned Overlapped if another member had started the task
+// at a later epoch while the old owner still ran it, and Unfinished
+// otherwise, its Duration running to until. Pauses come in the order of
+// their releases; events may come in any order.
 func Pauses(events []Event, until time.Time) []Pause {
 	events = byTime(events)
 	var out []Pause
@@ -87,9 +96,30 @@ func Pauses(events []Event, until time.Time) []Pause {
 			continue
 		}
 		p := Pause{Task: r.Task, Kind: PausePlanned, From: r.Member, Start: StoppedAt(events, r), Released: r.Time}
-		out = append(out, ended(events, p, r.Epoch, true, until))
+		p = ended(events, p, r.Epoch, true, until)
+		if p.Unfinished {
+			p = overlapped(events, p, r.Epoch)
+		}
+		out = append(out, p)
 	}
 	return out
+}
+
+// overlapped marks the unfinished pause p Overlapped when another member
+// started its task at an epoch above epoch before p.Start; events are in
+// time order.
+func overlapped(events []Event, p Pause, epoch uint64) Pause {
+	for _, e := range events {
+		if !e.Time.Before(p.Start) {
+			break
+		}
+		if e.Type == client.EventStart && e.Task == p.Task && e.Epoch > epoch && e.Member != p.From {
+			p.Unfinished, p.Overlapped = false, true
+			p.To, p.Epoch, p.End, p.Duration = e.Member, e.Epoch, e.Time, 0
+			return p
+		}
+	}
+	return p
 }
 
 // Failovers returns the pauses of the tasks member's worker ran at time at

@@ -64,6 +64,28 @@ func TestPausesCalledOff(t *testing.T) {
 	}
 }
 
+// An old owner cut off from the group hears of its revoke only after the
+// leader gave the task away: the next owner started first.
+func TestPausesOverlapped(t *testing.T) {
+	events := []Event{
+		ev(0, "a", client.EventStart, "s", 1),
+		ev(40, "b", client.EventStart, "s", 2),
+		ev(60, "a", client.EventStop, "s", 1),
+		ev(61, "a", client.EventRelease, "s", 1),
+	}
+	pauses := Pauses(events, t0.Add(time.Second))
+	if len(pauses) != 1 {
+		t.Fatalf("Pauses = %+v, want 1", pauses)
+	}
+	p := pauses[0]
+	if !p.Overlapped || p.Unfinished || p.To != "b" || p.Duration != 0 || !p.End.Equal(t0.Add(40*time.Millisecond)) || p.Moved() {
+		t.Errorf("pause = %+v, want an overlap with b from 40ms, no pause and no move", p)
+	}
+	if o := Overlaps(events); len(o) != 1 {
+		t.Errorf("Overlaps = %q, want the one overlap", o)
+	}
+}
+
 func TestFailovers(t *testing.T) {
 	events := []Event{
 		ev(0, "a", client.EventStart, "t", 1),

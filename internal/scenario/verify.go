@@ -127,6 +127,13 @@ func (h *Harness) Verify(x Expect) Report {
 				p.Task, p.From, p.Released.Format(time.RFC3339Nano))
 			continue
 		}
+		if p.Overlapped {
+			// Fails below in a planned scenario; under faults, an old owner
+			// cut off from the group hears of its revoke late.
+			h.Logf("%s's next owner %s started it (%s) before %s's worker stopped it (%s): the two ran it at once",
+				p.Task, p.To, p.End.Format(time.RFC3339Nano), p.From, p.Start.Format(time.RFC3339Nano))
+			continue
+		}
 		rep.Pauses = append(rep.Pauses, p)
 	}
 	h.logPauses(rep.Pauses)
