@@ -224,7 +224,8 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 	}
 	t0 := time.Now()
 	res := assign.Plan(in)
-	a.metrics.planSeconds.Observe(time.Since(t0).Seconds())
+	planned := time.Since(t0)
+	a.metrics.planSeconds.Observe(planned.Seconds())
 	if !res.Changed {
 		if ld.current.Generation > 0 && ld.pub.Covers(ids) {
 			return res.NextDeadline, nil
@@ -234,11 +235,15 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 		// a newcomer knows it is a member even with no task for it.
 		res.Assignment.Generation = ld.current.Generation + 1
 	}
-	g, err := ld.pub.Publish(ctx, ld.l, res, ids)
+	t1 := time.Now()
+	g, writes, err := ld.pub.Publish(ctx, ld.l, res, ids)
 	if err != nil {
 		return time.Time{}, err
 	}
+	published := time.Since(t1)
 	a.metrics.generation.Set(float64(g.Generation))
+	a.log.Info().Uint64(fGeneration, g.Generation).Int("members", len(ids)).Int("moves", len(res.Moves)).Int("writes", writes).
+		Dur("plan", planned).Dur("publish", published).Msg("generation published")
 	for _, m := range res.Moves {
 		a.log.Info().Str(fTask, m.Task).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).
 			Str("reason", m.Reason).Uint64(fGeneration, res.Assignment.Generation).Msg("plan")

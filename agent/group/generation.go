@@ -72,14 +72,15 @@ func (p *Publisher) Covers(ids []string) bool {
 // changed, then the generation record, all fenced on l, one after the
 // other: a replicated stream refuses a fenced write while another fenced
 // on the same subject is in flight, so they cannot be pipelined. It returns
-// the record it published.
-func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string) (GenerationRecord, error) {
+// the record it published and how many writes it took.
+func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string) (GenerationRecord, int, error) {
 	parts, unassigned := Split(res.Assignment, live, res.Shutdown)
 	revs := make(map[string]uint64, len(parts))
+	writes := 0
 	for _, id := range slices.Sorted(maps.Keys(parts)) {
 		data, err := json.Marshal(parts[id])
 		if err != nil {
-			return GenerationRecord{}, fmt.Errorf("encode assignment of %s: %w", id, err)
+			return GenerationRecord{}, writes, fmt.Errorf("encode assignment of %s: %w", id, err)
 		}
 		if prev, ok := p.published[id]; ok && bytes.Equal(prev.data, data) {
 			revs[id] = prev.rev
@@ -87,8 +88,9 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		}
 		rev, err := l.Put(ctx, PrefixAssignment+id, data)
 		if err != nil {
-			return GenerationRecord{}, err
+			return GenerationRecord{}, writes, err
 		}
+		writes++
 		p.published[id] = published{data: data, rev: rev}
 		revs[id] = rev
 	}
@@ -109,12 +111,12 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 	}
 	data, err := json.Marshal(g)
 	if err != nil {
-		return GenerationRecord{}, fmt.Errorf("encode generation %d: %w", g.Generation, err)
+		return GenerationRecord{}, writes, fmt.Errorf("encode generation %d: %w", g.Generation, err)
 	}
 	if _, err := l.Put(ctx, KeyGeneration, data); err != nil {
-		return GenerationRecord{}, err
+		return GenerationRecord{}, writes, err
 	}
-	return g, nil
+	return g, writes + 1, nil
 }
 
 // Split cuts an assignment into one MemberAssignment per member (every
