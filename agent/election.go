@@ -40,8 +40,12 @@ func (a *Agent) runElection(ctx context.Context) error {
 
 // waitLeaseGone returns once the lease is deleted or expires (or may have:
 // when the watch ends, campaigning again is how to find out), or ctx ends.
-// It also returns after ttl at the latest, so that a missed watch event
-// delays an election by one session timeout, never forever.
+// It also returns once the watch has shown no renewal for ttl, so that a
+// missed watch event delays an election by one session timeout, never
+// forever; a leader renews every third of ttl, so while one leads, a
+// follower's watch stays open and costs no campaign (a campaign is a
+// refused write, a read and a fresh consumer: made by every follower each
+// session timeout, it was most of an idle member's NATS traffic).
 func (a *Agent) waitLeaseGone(ctx context.Context, ttl time.Duration) {
 	rewatch := a.rewatchSignal()
 	w, err := a.kv.Watch(ctx, group.KeyLease)
@@ -73,6 +77,7 @@ func (a *Agent) waitLeaseGone(ctx context.Context, ttl time.Duration) {
 				return
 			default:
 				held = true
+				recheck.Reset(ttl) // renewed: the leader lives
 			}
 		}
 	}
