@@ -160,6 +160,12 @@ type Agent struct {
 
 	rewatch *broadcast // fires when the connection to NATS comes back
 
+	// candidate says whether the last generation asks this member to watch
+	// the lease (group.GenerationRecord.Candidates); candidacy fires when
+	// that changes (election.go).
+	candidate atomic.Bool
+	candidacy *broadcast
+
 	// refreshed is when the member record was last refreshed (UnixNano;
 	// see sessionLive).
 	refreshed atomic.Int64
@@ -277,6 +283,8 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		a.metrics.setWorkerState(assign.WorkerDetached)
 	}
 	a.rewatch = newBroadcast()
+	a.candidacy = newBroadcast()
+	a.candidate.Store(true)
 	if info, ok := store.Rebuilt(); ok {
 		a.metrics.storeRebuilds.Inc()
 		a.log.Warn().Str("movedTo", info.MovedTo).Msg("the local store was rebuilt empty: every task this member gets is restored from its snapshot and the changelog")
@@ -364,7 +372,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.runHeartbeat(gctx) })
 	g.Go(func() error { return a.runProgress(gctx) })
-	g.Go(func() error { return a.runConfigWatch(gctx) })
 	g.Go(func() error { return a.runMember(gctx) })
 	g.Go(func() error { return a.runElection(gctx) })
 	g.Go(func() error { return a.runSnapshots(gctx) })

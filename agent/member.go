@@ -24,10 +24,16 @@ type desired struct {
 }
 
 // runMember follows the generation record and applies this member's part
-// of every new generation.
+// of every new generation, and follows the group config ('handoff group
+// set'). One watch (one consumer, one stream of idle heartbeats) serves
+// both: an idle member's NATS traffic is its heartbeat and this watch.
 func (a *Agent) runMember(ctx context.Context) error {
-	a.watchKey(ctx, group.KeyGeneration, func(e jetstream.KeyValueEntry) error {
+	a.watchKeys(ctx, []string{group.KeyGeneration, group.KeyConfig}, func(e jetstream.KeyValueEntry) error {
 		if e.Operation() != jetstream.KeyValuePut {
+			return nil
+		}
+		if e.Key() == group.KeyConfig {
+			a.applyConfig(e)
 			return nil
 		}
 		var g group.GenerationRecord
@@ -99,6 +105,9 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 		mine.Shutdown = false
 	}
 	a.generation = g.Generation
+	if c := g.IsCandidate(a.opts.MemberID); a.candidate.Swap(c) != c {
+		a.candidacy.fire()
+	}
 	a.assigned = mine
 	a.assignedRev = rev
 	if included {

@@ -52,8 +52,8 @@ func (a *Agent) onReconnect() {
 	a.log.Info().Msg("reconnected to NATS: watching the group afresh")
 }
 
-// watchKey calls fn with every entry of key, the current one first, until
-// ctx ends, watching again across reconnects (see group.Watch).
-func (a *Agent) watchKey(ctx context.Context, key string, fn func(jetstream.KeyValueEntry) error) {
-	group.Watch{KV: a.kv, Key: key, Rewatch: a.rewatchSignal, Log: a.log, Update: fn}.Run(ctx)
+// watchKeys calls fn with every entry of keys, the current ones first,
+// until ctx ends, watching again across reconnects (see group.Watch).
+func (a *Agent) watchKeys(ctx context.Context, keys []string, fn func(jetstream.KeyValueEntry) error) {
+	group.Watch{KV: a.kv, Keys: keys, Rewatch: a.rewatchSignal, Log: a.log, Update: fn}.Run(ctx)
 }

@@ -21,8 +21,9 @@ import (
 // member, so that an unchanged assignment is not rewritten. A Publisher is
 // used by one leader loop at a time.
 type Publisher struct {
-	leader    string
-	published map[string]published
+	leader     string
+	published  map[string]published
+	candidates []string
 }
 
 type published struct {
@@ -51,6 +52,7 @@ func LoadPublisher(ctx context.Context, kv jetstream.KeyValue, leader string) (*
 		parts[id] = ma
 		p.published[id] = published{data: data, rev: rev}
 	}
+	p.candidates = g.Candidates
 	return p, Merge(g, parts), nil
 }
 
@@ -108,6 +110,7 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		Leaving:     res.Assignment.Leaving,
 		Round:       res.Assignment.Round,
 		Shutdown:    res.Shutdown,
+		Candidates:  p.nextCandidates(live, res.Assignment.Leaving),
 	}
 	data, err := json.Marshal(g)
 	if err != nil {
@@ -117,6 +120,32 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		return GenerationRecord{}, writes, err
 	}
 	return g, writes + 1, nil
+}
+
+// nextCandidates picks the generation's candidates among the live members
+// (sorted): the last generation's that are still live and not leaving,
+// then the first others, up to Candidates, never the leader.
+func (p *Publisher) nextCandidates(live []string, leaving map[string]time.Time) []string {
+	ok := func(id string) bool {
+		_, gone := leaving[id]
+		return id != p.leader && !gone && slices.Contains(live, id)
+	}
+	var out []string
+	for _, id := range p.candidates {
+		if ok(id) && len(out) < Candidates {
+			out = append(out, id)
+		}
+	}
+	for _, id := range live {
+		if len(out) == Candidates {
+			break
+		}
+		if ok(id) && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	p.candidates = out
+	return out
 }
 
 // Split cuts an assignment into one MemberAssignment per member (every

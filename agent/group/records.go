@@ -12,6 +12,7 @@ package group
 
 import (
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
@@ -116,6 +117,20 @@ type GenerationRecord struct {
 	Leaving    map[string]time.Time              `json:"leaving,omitempty"`
 	Round      *assign.Round                     `json:"round,omitempty"`
 	Shutdown   []string                          `json:"shutdown,omitempty"`
+	// Candidates name the members besides the leader that watch the
+	// lease, to campaign as soon as it ends; the others look at it only
+	// now and then (see docs/ARCHITECTURE.md). None named (a leader that
+	// predates them, or a group of one) means every member watches.
+	Candidates []string `json:"candidates,omitempty"`
+}
+
+// Candidates is how many members besides the leader a generation names to
+// watch the lease.
+const Candidates = 3
+
+// IsCandidate reports whether g asks member to watch the lease.
+func (g GenerationRecord) IsCandidate(member string) bool {
+	return len(g.Candidates) == 0 || slices.Contains(g.Candidates, member)
 }
 
 // MemberAssignment is one member's part of a generation (key
