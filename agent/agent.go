@@ -133,6 +133,13 @@ type Agent struct {
 	store        *statestore.Store
 	metrics      *metrics
 	progress     *progressBook
+	// progressSub is the subscription to the group's progress, held only
+	// while this member needs it (progress.go); progressKick makes the
+	// progress loop look now; groupAsked is when Group was last called
+	// (UnixNano).
+	progressSub  subscription
+	progressKick chan struct{}
+	groupAsked   atomic.Int64
 	incarnation  string
 	started      time.Time
 	owner        string
@@ -182,6 +189,9 @@ type Agent struct {
 	// afterReleaseAppend, if set (by tests only, export_test.go), runs
 	// between a release entry's append and the release's record.
 	afterReleaseAppend func()
+	// afterPublishWrite, if set (by tests only, at any time), runs after
+	// each write of a generation's publication (group.Publisher.AfterWrite).
+	afterPublishWrite atomic.Pointer[func(key string)]
 
 	// bg owns the per-task goroutines (restores, activations).
 	bg     sync.WaitGroup
@@ -270,6 +280,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		tasks:        map[string]*task{},
 		changed:      make(chan struct{}),
 		hbKick:       make(chan struct{}, 1),
+		progressKick: make(chan struct{}, 1),
 	}
 	// Before the first subscription: the query subscriptions of the tasks
 	// listed below answer from the moment they are made.

@@ -128,6 +128,8 @@ func (a *Agent) holdLease(ctx context.Context, l *group.Lease) error {
 	defer a.metrics.leader.Set(0)
 	ld := newLeader(a, l)
 	a.leader.Store(ld)
+	a.kickProgress() // the leader hears the group's progress
+	defer a.kickProgress()
 	defer a.leader.Store(nil)
 
 	lctx, cancel := context.WithCancelCause(ctx)

@@ -106,7 +106,8 @@ func (a *Agent) record() group.MemberRecord {
 		Started:     a.started,
 		Generation:  a.generation,
 
-		DirectHandoff: true,
+		DirectHandoff:      true,
+		CompactGenerations: true,
 	}
 	r.Worker, r.WorkerSince = a.worker.state, a.worker.since
 	for _, t := range a.tasks {

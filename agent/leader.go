@@ -79,6 +79,11 @@ func (ld *leader) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pub.AfterWrite = func(key string) {
+		if f := a.afterPublishWrite.Load(); f != nil {
+			(*f)(key)
+		}
+	}
 	ld.pub, ld.current = pub, current
 	ld.track()
 
@@ -210,6 +215,19 @@ func (ld *leader) liveMembers() ([]string, []assign.Member) {
 	return ids, members
 }
 
+// compact reports whether every live member reads compact generations
+// (a member of an earlier version reads only full ones).
+func (ld *leader) compact() bool {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	for _, r := range ld.members {
+		if !r.CompactGenerations {
+			return false
+		}
+	}
+	return true
+}
+
 // planAndPublish plans once and publishes the result if it changed
 // anything. It returns the plan's next deadline.
 func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
@@ -236,7 +254,7 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 		res.Assignment.Generation = ld.current.Generation + 1
 	}
 	t1 := time.Now()
-	g, writes, err := ld.pub.Publish(ctx, ld.l, res, ids)
+	g, writes, err := ld.pub.Publish(ctx, ld.l, res, ids, ld.compact())
 	if err != nil {
 		return time.Time{}, err
 	}
