@@ -48,7 +48,7 @@ func scaleFlags(fs *flag.FlagSet, s *ScaleSettings) {
 	fs.StringVar(&s.members, "members", "20,50,100", "scale scenario: comma-separated group `sizes` to measure, one after the other, each with --tasks tasks")
 	fs.IntVar(&s.NATSNodes, "nats-nodes", 1, "scale scenario: nats-server processes to start (1, or 3 for a cluster with R3 streams); ignored with --nats")
 	fs.DurationVar(&s.Idle, "idle", 20*time.Second, "scale scenario: how long the idle group is measured")
-	fs.DurationVar(&s.Settle, "settle", 10*time.Second, "scale scenario: how long a balanced group rests before its idle is measured")
+	fs.DurationVar(&s.Settle, "settle", 20*time.Second, "scale scenario: how long a balanced group rests before its idle is measured")
 	fs.IntVar(&s.Batch, "start-batch", 25, "scale scenario: members started at once while the group forms")
 	fs.DurationVar(&s.CommitPace, "commit-every", 0, "scale scenario: how often each worker commits to each of its active tasks besides its first commit after a move (0: only then)")
 	fs.StringVar(&s.Profile, "profile", "", "scale scenario: write a CPU profile of each size's idle window into `DIR` (idle-<members>.pprof)")
@@ -184,8 +184,9 @@ type scaleEvent struct {
 	// generation records).
 	Writes int `json:"writes"`
 	// BytesInPerGeneration is what the members not named by the event
-	// received on their agent connection per generation of the event: the
-	// median member's and the most any received.
+	// received on their agent connection per generation of the event,
+	// beyond their idle traffic over its time: the median member's and the
+	// most any received.
 	BytesInPerGeneration    float64 `json:"bytesInPerGeneration"`
 	BytesInPerGenerationMax float64 `json:"bytesInPerGenerationMax"`
 	MsgsInPerGeneration     float64 `json:"msgsInPerGeneration"`

@@ -52,6 +52,10 @@ type scaleGroup struct {
 	// failovers are the failover pauses of every event so far (the
 	// events' goroutine only).
 	failovers []time.Duration
+	// idleIn is what the median member's agent connection received per
+	// second idle, bytes and messages: the events' figures per generation
+	// discount it.
+	idleIn [2]float64
 
 	mu      sync.Mutex
 	members map[string]*scaleMember

@@ -128,11 +128,25 @@ func measureIdle(ctx context.Context, g *scaleGroup, size *scaleSize) error {
 	if err != nil && len(g.servers) > 0 {
 		return err
 	}
+	main0 := map[string][2]uint64{}
+	for _, m := range g.live() {
+		st := m.local.NC.Stats()
+		main0[m.id] = [2]uint64{st.InBytes, st.InMsgs}
+	}
 	cpu0, srv0, t0 := selfCPU(), g.serverCPU(), time.Now()
 	if !group.Sleep(ctx, s.Scale.Idle) {
 		return ctx.Err()
 	}
 	cpu1, srv1, secs := selfCPU(), g.serverCPU(), time.Since(t0).Seconds()
+	var mainBytes, mainMsgs []float64
+	for _, m := range g.live() {
+		if b, ok := main0[m.id]; ok {
+			st := m.local.NC.Stats()
+			mainBytes = append(mainBytes, float64(st.InBytes-b[0])/secs)
+			mainMsgs = append(mainMsgs, float64(st.InMsgs-b[1])/secs)
+		}
+	}
+	g.idleIn = [2]float64{median(mainBytes), median(mainMsgs)}
 	after, conns, err := g.connz(ctx)
 	if err != nil && len(g.servers) > 0 {
 		return err
@@ -291,6 +305,10 @@ func runScaleEvent(ctx context.Context, g *scaleGroup, name string) (ev scaleEve
 	ev.PauseMS, ev.FirstCommitMS, ev.FailoverMS = PauseStatsOf(pauses), PauseStatsOf(commits), PauseStatsOf(failovers)
 	g.failovers = append(g.failovers, failovers...)
 	if len(gens) > 0 {
+		// What a bystander received beyond its idle traffic over the
+		// event, per generation.
+		took := time.Since(t0).Seconds()
+		n := float64(len(gens))
 		var perGen []float64
 		var msgs []float64
 		for id, m := range bystanders {
@@ -299,8 +317,8 @@ func runScaleEvent(ctx context.Context, g *scaleGroup, name string) (ev scaleEve
 				continue
 			}
 			st := m.local.NC.Stats()
-			perGen = append(perGen, float64(st.InBytes-b0[0])/float64(len(gens)))
-			msgs = append(msgs, float64(st.InMsgs-b0[1])/float64(len(gens)))
+			perGen = append(perGen, max(0, float64(st.InBytes-b0[0])-g.idleIn[0]*took)/n)
+			msgs = append(msgs, max(0, float64(st.InMsgs-b0[1])-g.idleIn[1]*took)/n)
 		}
 		if len(perGen) > 0 {
 			slices.Sort(perGen)
