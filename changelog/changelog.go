@@ -166,7 +166,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, erro
 // MaxConsumers bounds the consumers of a changelog stream: each learner's
 // and standby's tailer and each restore holds one, so a group of 10,000
 // tasks with a standby each holds 10,000. It is set explicitly because
-// nats-server (2.11 and later) gives a stream that sets no bound (or -1) a
+// nats-server (2.12 and later) gives a stream that sets no bound (or -1) a
 // default of 1,000 consumers.
 const MaxConsumers = 1_000_000
 

@@ -46,7 +46,7 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, group string, repli
 
 // maxConsumers bounds the consumers of the bucket's stream: every member
 // holds one or two watches on it, and the leader one more. It is set
-// explicitly because nats-server (2.11 and later) gives a stream that sets
+// explicitly because nats-server (2.12 and later) gives a stream that sets
 // no bound a default of 1,000 consumers, which a group of 500 members
 // would reach; creating or updating the bucket (above, as every member's
 // Open does) sets none, so the bound is set again after it.

@@ -165,6 +165,44 @@ func (g *scaleGroup) close() {
 	}
 }
 
+// holdLease takes the group's lease for the lab and renews it until the
+// returned function gives it up: no member leads meanwhile.
+func (g *scaleGroup) holdLease(ctx context.Context) (func() error, error) {
+	js, err := jetstream.New(g.nc)
+	if err != nil {
+		return nil, err
+	}
+	l, err := group.Campaign(ctx, js, g.kv, g.name, group.LeaseRecord{Member: "handoff-lab", Since: time.Now()}, g.s.Session)
+	if err != nil {
+		return nil, err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	renewed := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(g.s.Session / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				renewed <- nil
+				return
+			case <-t.C:
+				if err := l.Renew(rctx); err != nil && rctx.Err() == nil {
+					renewed <- err
+					return
+				}
+			}
+		}
+	}()
+	return func() error {
+		stop()
+		err := <-renewed
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return errors.Join(err, l.Release(rctx))
+	}, nil
+}
+
 // newIDs names count new members.
 func (g *scaleGroup) newIDs(count int) []string {
 	g.mu.Lock()

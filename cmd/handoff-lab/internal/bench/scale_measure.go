@@ -45,8 +45,14 @@ func measureScale(ctx context.Context, s Settings, bin string, n int, stderr io.
 		fmt.Fprintf(stderr, "bench: scale %d: "+format+"\n", append([]any{n}, args...)...)
 	}
 
-	// Form the group, a batch at a time.
+	// Form the group, a batch at a time, while the lab holds the lease:
+	// the first leader then plans with every member, and places each task
+	// once instead of moving thousands through learners as members join.
 	t0 := time.Now()
+	hold, err := g.holdLease(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("hold the lease while the group forms: %w", err))
+	}
 	for started := 0; started < n; {
 		batch := min(s.Scale.Batch, n-started)
 		if err := g.start(ctx, g.newIDs(batch)); err != nil {
@@ -54,6 +60,9 @@ func measureScale(ctx context.Context, s Settings, bin string, n int, stderr io.
 		}
 		started += batch
 		say("%d members started (%s)", started, time.Since(t0).Round(time.Millisecond))
+	}
+	if err := hold(); err != nil {
+		return fail(fmt.Errorf("give up the lease: %w", err))
 	}
 	if _, err := g.waitBalanced(ctx); err != nil {
 		return fail(fmt.Errorf("form the group: %w (%v)", err, g.isBalanced()))
