@@ -325,13 +325,16 @@ func (g *scaleGroup) kill(m *scaleMember) ([]string, time.Time) {
 }
 
 // leave starts a graceful leave of ms at once, and returns a function that
-// waits until each has been told to shut down, then stops it.
+// waits (up to the bench's --timeout) until each has been told to shut
+// down, then stops it.
 func (g *scaleGroup) leave(ctx context.Context, ms []*scaleMember) func() error {
 	for _, m := range ms {
 		m.leaving = true
 		_, _ = m.local.Member.Agent.Leave(ctx)
 	}
 	return func() error {
+		ctx, cancel := context.WithTimeout(ctx, g.s.Timeout)
+		defer cancel()
 		var errs []error
 		for _, m := range ms {
 			err := poll.Until(ctx, 20*time.Millisecond, func() error {

@@ -140,14 +140,10 @@ func writeScaleSVG(w io.Writer, res scaleResults) error {
 	p(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
 	var sizes []string
 	for _, z := range res.Sizes {
-		sizes = append(sizes, fmt.Sprintf("%d", z.Members))
-	}
-	tasks := 0
-	if len(res.Sizes) > 0 {
-		tasks = res.Sizes[0].Tasks
+		sizes = append(sizes, fmt.Sprintf("%d (%d tasks)", z.Members, z.Tasks))
 	}
 	p(`<text x="12" y="22" font-size="14" font-weight="bold">%s</text>`+"\n",
-		esc(fmt.Sprintf("handoff at scale: members (%s) against each figure, %d tasks; dashed: the target", strings.Join(sizes, ", "), tasks)))
+		esc(fmt.Sprintf("handoff at scale: members against each figure; sizes %s; dashed: the target", strings.Join(sizes, ", "))))
 	minM, maxM := math.Inf(1), 0.0
 	for _, z := range res.Sizes {
 		minM, maxM = math.Min(minM, float64(z.Members)), math.Max(maxM, float64(z.Members))
