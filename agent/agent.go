@@ -129,6 +129,7 @@ type Agent struct {
 	// at once, to half the cores: the member's tailers, commits and API
 	// keep a core (restore.Limiter). Activations are not bounded.
 	learnerLimit *restore.Limiter
+	incoming     *incoming // holds the learners' slots while a task is handed over here (incoming.go)
 	snaps        *snapshotter
 	store        *statestore.Store
 	metrics      *metrics
@@ -244,6 +245,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		replays.close()
 		return nil, err
 	}
+	learnerLimit := restore.NewLimiter(runtime.GOMAXPROCS(0) / 2)
 	a := &Agent{
 		opts:         opts,
 		log:          log,
@@ -253,7 +255,8 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		clog:         clog,
 		replays:      replays,
 		tails:        tails,
-		learnerLimit: restore.NewLimiter(runtime.GOMAXPROCS(0) / 2),
+		learnerLimit: learnerLimit,
+		incoming:     newIncoming(learnerLimit),
 		snaps:        snaps,
 		store:        store,
 		metrics:      newMetrics(opts.Registerer),
@@ -404,6 +407,7 @@ func (a *Agent) stopAllTasks() {
 	a.bgStop()
 	a.mu.Unlock()
 	a.bg.Wait()
+	a.incoming.clear()
 }
 
 // groupConfig is the group config in force, with each task's kind. It is

@@ -418,3 +418,32 @@ func TestDirectHandoffOwnerCrashesAfterAppend(t *testing.T) {
 	c.hasKeys("m3", rv.task, "a", 3)
 	c.chain(rv.task)
 }
+
+// TestDirectHandoffHoldsTheSuccessorsCatchUps: from the revoke that hands
+// a task to m3 (or, in eager mode, from m3's learner catching up) until m3
+// takes the task over, m3's catch-ups yield to the hand-off: they are held,
+// and the hold ends with the takeover.
+func TestDirectHandoffHoldsTheSuccessorsCatchUps(t *testing.T) {
+	defer agent.SetIncomingHold(time.Hour)() // the test's release comes when it likes
+	c := directCluster(t)
+	rv := c.revokedTo("m3", "m1", "m2")
+	m3 := c.members["m3"].a
+	poll.Eventually(t, 10*time.Second, "m3's catch-ups held for "+rv.task, func() error {
+		if incoming, held := agent.Incoming(m3, rv.task); !incoming || !held {
+			return fmt.Errorf("m3: %s incoming %v, catch-ups held %v", rv.task, incoming, held)
+		}
+		return nil
+	})
+	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
+		t.Fatal(err)
+	}
+	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task+" and its hold over", func() error {
+		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
+			return fmt.Errorf("m3 shows %s active %v at epoch %d, want epoch %d", rv.task, ok, e, rv.next)
+		}
+		if incoming, _ := agent.Incoming(m3, rv.task); incoming {
+			return fmt.Errorf("m3 still holds its catch-ups for %s, which it owns", rv.task)
+		}
+		return nil
+	})
+}

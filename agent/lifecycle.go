@@ -224,6 +224,7 @@ func (a *Agent) apply(t *task, c change) bool {
 		})
 		a.bumpViewLocked()
 	case evReady:
+		a.incoming.done(t.id) // a hand-off through the leader is done too
 		t.lastSeq = c.seq
 		if c.seq > 0 {
 			t.applied.Store(c.seq)
@@ -241,6 +242,7 @@ func (a *Agent) apply(t *task, c change) bool {
 		// or an activation that met it or waits for that tailer: each ends
 		// by itself.
 		a.metrics.directTakeovers.Inc()
+		a.incoming.done(t.id)
 		a.metrics.learnerLag.DeleteLabelValues(t.id)
 		a.metrics.restoreRate.DeleteLabelValues(t.id)
 		a.bumpViewLocked()
@@ -255,11 +257,13 @@ func (a *Agent) apply(t *task, c change) bool {
 		t.release, t.forWorker = nil, false
 		a.bumpViewLocked()
 	case evLose:
+		a.incoming.done(t.id)
 		a.metrics.fenced.Inc()
 		a.bumpViewLocked()
 	case evDrop:
 		t.revoke, t.release, t.takeover, t.forWorker = nil, nil, nil, false
 		t.job.stop()
+		a.incoming.done(t.id)
 		a.metrics.learnerLag.DeleteLabelValues(t.id)
 		a.metrics.restoreRate.DeleteLabelValues(t.id)
 	case evKeep:
