@@ -116,11 +116,13 @@ func (w *counter) input(ctx context.Context, t client.Task, subject string, from
 	if r, ok := t.Prepared.(*reader); ok {
 		covers, err := r.resumeAt(ctx, w, from)
 		if covers {
-			log.Debug().Uint64("from", from+1).Int("buffered", r.buffered()).Msg("task starts on its prepared input")
+			log.Info().Uint64("from", from+1).Int("buffered", r.buffered()).Msg("task starts on its prepared input")
 			return r, nil
 		}
 		if err != nil {
 			log.Warn().Err(err).Msg("check the prepared input; reading anew")
+		} else {
+			log.Info().Uint64("from", from+1).Uint64("prepared", r.start).Msg("the prepared input lacks messages after the checkpoint; reading anew")
 		}
 		r.Close()
 	} else {
