@@ -164,6 +164,9 @@ type Agent struct {
 	// refreshed is when the member record was last refreshed (UnixNano;
 	// see sessionLive).
 	refreshed atomic.Int64
+	// lastRevoke is when this member last applied a new revoke (UnixNano;
+	// releasewait.go).
+	lastRevoke atomic.Int64
 
 	// leader is this member's leader state while it leads, nil otherwise.
 	leader atomic.Pointer[leader]

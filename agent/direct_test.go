@@ -421,8 +421,8 @@ func TestDirectHandoffOwnerCrashesAfterAppend(t *testing.T) {
 
 // TestDirectHandoffHoldsTheSuccessorsCatchUps: from the revoke that hands
 // a task to m3 (or, in eager mode, from m3's learner catching up) until m3
-// takes the task over, m3's catch-ups yield to the hand-off: they are held,
-// and the hold ends with the takeover.
+// has taken the task over and committed to it, m3's catch-ups yield to the
+// hand-off: they are held, and the hold ends with m3's first commit.
 func TestDirectHandoffHoldsTheSuccessorsCatchUps(t *testing.T) {
 	defer agent.SetIncomingHold(time.Hour)() // the test's release comes when it likes
 	c := directCluster(t)
@@ -437,13 +437,14 @@ func TestDirectHandoffHoldsTheSuccessorsCatchUps(t *testing.T) {
 	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
 		t.Fatal(err)
 	}
-	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task+" and its hold over", func() error {
+	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task, func() error {
 		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
 			return fmt.Errorf("m3 shows %s active %v at epoch %d, want epoch %d", rv.task, ok, e, rv.next)
 		}
-		if incoming, _ := agent.Incoming(m3, rv.task); incoming {
-			return fmt.Errorf("m3 still holds its catch-ups for %s, which it owns", rv.task)
-		}
 		return nil
 	})
+	c.commits("m3", rv.task, "b", 1)
+	if incoming, _ := agent.Incoming(m3, rv.task); incoming {
+		t.Errorf("m3 still holds its catch-ups for %s after its first commit", rv.task)
+	}
 }

@@ -14,6 +14,12 @@ import (
 // restores for longer. A variable for the tests only.
 var incomingHold = time.Second
 
+// firstCommitHold bounds how long a hold goes on once the task is this
+// member's, waiting for the new owner's first commit: the events that
+// waited for the hand-off come out with it, and a worker with no input
+// must not hold the restores.
+const firstCommitHold = 100 * time.Millisecond
+
 // incoming is what this member knows of the tasks being handed over to it
 // directly: a generation names them (group.GenerationRecord.Incoming) when
 // it revokes them from their owners, before their release entries are
@@ -24,10 +30,11 @@ var incomingHold = time.Second
 // In eager mode the hold starts earlier, when the task's learner here has
 // caught up (expecting): the leader revokes it at once. The task's own
 // catch-up, if it has not caught up (a reconnect), goes on
-// (restore.Options.Urgent). A hold ends when the task is this member's
-// (taken over, or ready after an activation), when it is lost or leaves
-// this member, when a generation that named it no longer does, or after
-// incomingHold. Its mutex is a leaf lock.
+// (restore.Options.Urgent). A hold ends with the new owner's first commit
+// (at most firstCommitHold after the task became this member's), when the
+// task is lost or leaves this member, when a generation that named it no
+// longer does before it is this member's, or after incomingHold. Its mutex
+// is a leaf lock. A nil incoming holds nothing.
 type incoming struct {
 	limiter *restore.Limiter
 
@@ -42,6 +49,9 @@ type hold struct {
 	// named says that a generation named the task; a hold made before
 	// (expecting) does not end when a generation does not name it yet.
 	named bool
+	// owned says that the task is this member's: the hold waits for its
+	// first commit, whatever the generations say.
+	owned bool
 }
 
 func newIncoming(l *restore.Limiter) *incoming {
@@ -51,6 +61,9 @@ func newIncoming(l *restore.Limiter) *incoming {
 // expect makes ids the tasks being handed over to this member: the holds
 // of new ones start, those of tasks no longer among them end.
 func (in *incoming) expect(ids []string) {
+	if in == nil {
+		return
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	want := make(map[string]bool, len(ids))
@@ -59,7 +72,7 @@ func (in *incoming) expect(ids []string) {
 		in.startLocked(id).named = true
 	}
 	for id, h := range in.holds {
-		if !want[id] && h.named {
+		if !want[id] && h.named && !h.owned {
 			in.endLocked(id, h)
 		}
 	}
@@ -70,6 +83,9 @@ func (in *incoming) expect(ids []string) {
 // starts as soon as it has, and the generation that says so comes late to
 // a member busy restoring.
 func (in *incoming) expecting(id string) {
+	if in == nil {
+		return
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.startLocked(id)
@@ -86,8 +102,26 @@ func (in *incoming) startLocked(id string) *hold {
 	return h
 }
 
-// done ends task id's hold, if it has one: it was taken over, or left.
+// owned keeps task id's hold, if it has one, until the new owner's first
+// commit (done), for at most firstCommitHold: the task is this member's.
+func (in *incoming) owned(id string) {
+	if in == nil {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if h, ok := in.holds[id]; ok {
+		h.owned = true
+		h.timer.Reset(firstCommitHold)
+	}
+}
+
+// done ends task id's hold, if it has one: its new owner committed, or it
+// left or was lost.
 func (in *incoming) done(id string) {
+	if in == nil {
+		return
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if h, ok := in.holds[id]; ok {
@@ -112,6 +146,9 @@ func (in *incoming) endLocked(id string, h *hold) {
 
 // has reports whether task id is being handed over to this member.
 func (in *incoming) has(id string) bool {
+	if in == nil {
+		return false
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	_, ok := in.holds[id]
@@ -120,6 +157,9 @@ func (in *incoming) has(id string) bool {
 
 // clear ends every hold: the agent is stopping.
 func (in *incoming) clear() {
+	if in == nil {
+		return
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for id, h := range in.holds {
