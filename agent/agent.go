@@ -259,7 +259,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		replays:      replays,
 		tails:        tails,
 		learnerLimit: learnerLimit,
-		incoming:     newIncoming(learnerLimit),
+		incoming:     newIncoming(learnerLimit, log),
 		snaps:        snaps,
 		store:        store,
 		metrics:      newMetrics(opts.Registerer),

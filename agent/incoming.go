@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/handoffhq/handoff/restore"
 )
 
@@ -37,6 +39,7 @@ const firstCommitHold = 100 * time.Millisecond
 // is a leaf lock. A nil incoming holds nothing.
 type incoming struct {
 	limiter *restore.Limiter
+	log     zerolog.Logger
 
 	mu    sync.Mutex
 	holds map[string]*hold
@@ -52,10 +55,11 @@ type hold struct {
 	// owned says that the task is this member's: the hold waits for its
 	// first commit, whatever the generations say.
 	owned bool
+	since time.Time
 }
 
-func newIncoming(l *restore.Limiter) *incoming {
-	return &incoming{limiter: l, holds: map[string]*hold{}}
+func newIncoming(l *restore.Limiter, log zerolog.Logger) *incoming {
+	return &incoming{limiter: l, log: log, holds: map[string]*hold{}}
 }
 
 // expect makes ids the tasks being handed over to this member: the holds
@@ -97,7 +101,8 @@ func (in *incoming) startLocked(id string) *hold {
 		return h
 	}
 	h := &hold{release: in.limiter.Hold()}
-	h.timer = time.AfterFunc(incomingHold, func() { in.end(id, h) })
+	h.since = time.Now()
+	h.timer = time.AfterFunc(incomingHold, func() { in.expired(id, h) })
 	in.holds[id] = h
 	return h
 }
@@ -129,12 +134,17 @@ func (in *incoming) done(id string) {
 	}
 }
 
-// end ends h, if it is still task id's hold.
-func (in *incoming) end(id string, h *hold) {
+// expired ends h, if it is still task id's hold: its bound has passed.
+func (in *incoming) expired(id string, h *hold) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.holds[id] == h {
-		in.endLocked(id, h)
+	if in.holds[id] != h {
+		return
+	}
+	in.endLocked(id, h)
+	if !h.owned {
+		in.log.Info().Str(fTask, id).Dur("held", time.Since(h.since)).
+			Msg("a task being handed over to this member did not come: its catch-ups go on")
 	}
 }
 
@@ -142,6 +152,7 @@ func (in *incoming) endLocked(id string, h *hold) {
 	h.timer.Stop()
 	h.release()
 	delete(in.holds, id)
+	in.log.Debug().Str(fTask, id).Dur("held", time.Since(h.since)).Bool("owned", h.owned).Msg("catch-ups no longer held for a hand-off")
 }
 
 // has reports whether task id is being handed over to this member.
