@@ -582,7 +582,7 @@ class _Supervisor(Generic[P]):
                 r._logf(logging.WARNING, "task handler failed: restarting it from its latest checkpoint", task=tv.id, epoch=tv.epoch, error=error, backoff=backoff)
             r._emit(type="restart", task=tv.id, epoch=tv.epoch, error=error, backoff=backoff)
             if not self.stopper.wait(backoff):
-                checkpoint = self._latest_checkpoint()
+                checkpoint = self._latest_checkpoint(resume=isinstance(error, Resume))
         with self._mu:
             seq, last = self.seq, self.checkpoint
         r._emit(type="stop", task=tv.id, epoch=tv.epoch, seq=seq, checkpoint=last)
@@ -639,21 +639,31 @@ class _Supervisor(Generic[P]):
                     self.checkpoint = to_bytes(checkpoint)
             return res
 
-    def _latest_checkpoint(self) -> Optional[bytes]:
-        """The task's checkpoint as the agent has it; the last one committed
-        here is the fallback. While the agent shows the task as a learner at
-        this epoch, it is being activated again (its copy missed a commit
-        and is catching up), and the checkpoint it will show once active may
-        be newer than any acknowledged here: wait for it."""
+    def _latest_checkpoint(self, resume: bool) -> Optional[bytes]:
+        """The task's checkpoint as the agent has it. While the agent shows
+        the task as a learner at this epoch, it is being activated again (its
+        copy missed a commit and is catching up), and the checkpoint it will
+        show once active may be newer than any acknowledged here: wait for
+        it. When the agent cannot be read, the last checkpoint committed here
+        is the fallback, except after Resume: the agent holds a commit this
+        run was not told of, which only its view's checkpoint includes, so
+        the read is retried until it answers or the task stops."""
         tv = self.tv
-        after = 0
+        after, failures = 0, 0
         while True:
             try:
                 v = self.r.client.assignment(after, self.r.poll_wait, cancel=self.stopper)
             except Exception as e:  # Cancelled: the task stopped; Unreachable, ApiError
-                self.r._logf(logging.DEBUG, "read the task's checkpoint; using the last one committed here", task=tv.id, error=e)
-                with self._mu:
-                    return self.checkpoint
+                if not resume or self.stopper.is_set():
+                    self.r._logf(logging.DEBUG, "read the task's checkpoint; using the last one committed here", task=tv.id, error=e)
+                    with self._mu:
+                        return self.checkpoint
+                failures += 1
+                backoff = min(0.05 * 2 ** min(failures, 10), 1.0)
+                self.r._logf(logging.WARNING, "read the task's checkpoint after resume; retrying", task=tv.id, error=e, backoff=backoff)
+                after = 0
+                self.stopper.wait(backoff)
+                continue
             t = next((t for t in v.tasks if t.id == tv.id and t.epoch == tv.epoch), None)
             if t is None or t.role not in ("active", "learner"):
                 with self._mu:
