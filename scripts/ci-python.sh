@@ -3,8 +3,9 @@
 # or later with venv and pip (from Debian's packages if the machine has
 # none), an offline install of the package into a fresh virtual environment
 # (no registry is reached: the package builds with its own in-tree backend),
-# the package's tests against real agents from that install, and the example
-# worker through handoff conformance (TCP and a Unix socket).
+# its types checked with mypy (Debian's), the package's tests against real
+# agents from that install, and the example worker through handoff
+# conformance (TCP and a Unix socket).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -46,6 +47,17 @@ assert "site-packages" in here, "imported from " + here + ", not from the instal
 print("the installed package imports:", here)
 '
 )
+
+echo "-- the package's types: mypy --strict, as Python 3.9 reads them"
+if ! command -v mypy >/dev/null; then
+  echo "mypy is not installed: installing Debian's mypy"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq mypy >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq mypy >/dev/null; }
+fi
+(cd "$pkg" && mypy --strict --python-version 3.9 --no-error-summary src/handoff_client build_backend/handoff_build.py)
+(cd "$pkg/tests" && MYPYPATH=../src mypy --python-version 3.9 --check-untyped-defs --no-error-summary .)
+MYPYPATH="$pkg/src" mypy --python-version 3.9 --check-untyped-defs --no-error-summary examples/python/worker.py
+echo "mypy: no issues"
 
 echo "-- the package's tests (unittest) against real agents, on the installed package"
 go build -o "$work/bin/handoff" ./cmd/handoff

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import io
 import os
 import re
+import sys
 import tarfile
 import time
 import zipfile
@@ -32,11 +34,11 @@ def _toml(text: str) -> Dict[str, Any]:
     otherwise the subset this pyproject.toml uses: tables, and keys whose
     values are strings, booleans, integers, or arrays of strings, on one
     line or several."""
-    try:
-        import tomllib
-    except ImportError:
+    if sys.version_info < (3, 11):
         return _toml_subset(text)
-    return tomllib.loads(text)
+    tomllib = importlib.import_module("tomllib")
+    doc: Dict[str, Any] = tomllib.loads(text)
+    return doc
 
 
 _STRING = r'"(?:[^"\\]|\\.)*"'

@@ -136,7 +136,12 @@ class UnixSocketTest(unittest.TestCase):
             with self.subTest(json=json):
                 c = Client(agent.url, token=TOKEN, json=json)
                 self.addCleanup(c.close)
-                until("ready", lambda: c.ready() is None)
+
+                def ready() -> bool:
+                    c.ready()
+                    return True
+
+                until("ready", ready)
                 tv = active_view(c, 1).tasks[0]
                 c.commit(tv.id, epoch=tv.epoch, puts=[("k", "v")], checkpoint="cp")
                 self.assertEqual(c.get(tv.id, "k"), b"v")

@@ -31,7 +31,7 @@ DEFAULT_URL = "http://127.0.0.1:7070"
 UNIX_PREFIX = "unix:"
 """The prefix of an address that names the agent's Unix socket."""
 
-Puts = Union[Mapping[Bytes, Bytes], Iterable[Tuple[Bytes, Bytes]]]
+Puts = Union[Mapping[str, Bytes], Mapping[bytes, Bytes], Mapping[Bytes, Bytes], Iterable[Tuple[Bytes, Bytes]]]
 """The puts of a commit: a mapping of keys to values, or (key, value) pairs."""
 
 _MAX_IDLE = 64  # idle connections a client keeps

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Set, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
 
 from .client import Cancel, Client, Puts
 from .errors import Cancelled, NotOwner, Resume, retryable
@@ -151,6 +151,16 @@ class _CommitPoint:
     epoch: int
     seq: int
     checkpoint: Optional[bytes]
+
+
+def _prepare(p: _Preparation[P], prepare: Prepare[P]) -> None:
+    """Runs prepare for p, in the thread of p."""
+    try:
+        p.value = prepare(p.info)
+    except Exception as e:
+        p.error = e
+    finally:
+        p.settled.set()
 
 
 def _close(value: Any) -> None:
@@ -435,22 +445,15 @@ class Runner(Generic[P]):
             self._emit(type="prepare", task=tv.id, epoch=tv.epoch, role=tv.role, checkpoint=tv.checkpoint, seq=tv.seq or 0)
             self._logf(logging.DEBUG, "preparing the task's input", task=tv.id, role=tv.role)
 
-            def body(p: _Preparation[P] = p, prepare: Prepare[P] = prepare) -> None:
-                try:
-                    p.value = prepare(p.info)
-                except Exception as e:
-                    p.error = e
-                finally:
-                    p.settled.set()
-
             # A thread of its own: prepare never delays the poll loop.
-            threading.Thread(target=body, name=f"prepare-{tv.id}", daemon=True).start()
+            threading.Thread(target=_prepare, args=(p, prepare), name=f"prepare-{tv.id}", daemon=True).start()
 
     def _discard(self, task_id: str) -> None:
         """Cancels the preparation of task and closes what it made, once made."""
-        p = self._preparations.pop(task_id, None)
-        if p is None:
+        found = self._preparations.pop(task_id, None)
+        if found is None:
             return
+        p: _Preparation[P] = found
         p.info.cancelled.set()
 
         def dispose() -> None:
@@ -595,9 +598,10 @@ class _Supervisor(Generic[P]):
         running has its cancelled set (the task is active now: it should
         return at once) and is waited for, unless the task is stopped first:
         then what it made is closed once made."""
-        p, self.preparation = self.preparation, None
-        if p is None:
+        found, self.preparation = self.preparation, None
+        if found is None:
             return None
+        p: _Preparation[P] = found
         if not p.settled.is_set():
             p.info.cancelled.set()
         while not p.settled.wait(0.01):
@@ -618,7 +622,7 @@ class _Supervisor(Generic[P]):
     def commit(self, epoch: int, puts: Optional[Puts], deletes: Optional[Iterable[Bytes]], checkpoint: Optional[Bytes]) -> CommitResult:
         """Commits at the task's epoch, retrying what may be retried."""
         # Materialized once: a retry sends the same commit.
-        p = list(puts.items()) if isinstance(puts, dict) else list(puts or ())
+        p: List[Tuple[Bytes, Bytes]] = list(puts.items()) if isinstance(puts, Mapping) else list(puts or ())
         d = list(deletes or ())
         attempt = 0
         while True:
