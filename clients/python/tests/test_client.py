@@ -5,6 +5,7 @@ import socket
 import threading
 import time
 import unittest
+from typing import List
 
 from agent import start_agent, until
 from handoff_client import (
@@ -170,27 +171,47 @@ class TimeoutTest(unittest.TestCase):
                 call()
             self.assertTrue(cm.exception.timed_out, f"{name}: {cm.exception}")
 
-        # A Cancel ends a call in flight, and any call after it.
+        # A Cancel ends a call in flight, and any call after it. (A server of
+        # its own: its first connection is the poll's.)
+        srv2 = socket.socket()
+        srv2.bind(("127.0.0.1", 0))
+        srv2.listen(16)
+        self.addCleanup(srv2.close)
+        c2 = Client(f"http://127.0.0.1:{srv2.getsockname()[1]}")
+        self.addCleanup(c2.close)
+        held: List[socket.socket] = []
+        connected = threading.Event()
+
+        def accept() -> None:
+            conn, _ = srv2.accept()
+            held.append(conn)
+            conn.recv(65536)  # the request: the poll waits for its answer now
+            connected.set()
+
+        acceptor = threading.Thread(target=accept, daemon=True)
+        acceptor.start()
         cancel = Cancel()
         failed = []
 
         def poll() -> None:
             try:
-                c.assignment(0, 30, cancel=cancel)
+                c2.assignment(0, 30, cancel=cancel)
             except Exception as e:
                 failed.append(e)
 
         t = threading.Thread(target=poll)
         start = time.monotonic()
         t.start()
-        time.sleep(0.1)  # the poll is in flight (no condition to wait on: the agent never answers)
+        self.assertTrue(connected.wait(10), "the poll was sent")
         cancel.set()
         t.join(5)
         self.assertEqual(len(failed), 1)
         self.assertIsInstance(failed[0], Cancelled)
         self.assertLess(time.monotonic() - start, 5, "the cancelled poll did not wait out its 30 s")
         with self.assertRaises(Cancelled):
-            c.assignment(cancel=cancel)
+            c2.assignment(cancel=cancel)
+        for conn in held:
+            conn.close()
 
     def test_no_agent_is_unreachable_at_once(self) -> None:
         s = socket.socket()
