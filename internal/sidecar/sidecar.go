@@ -1,9 +1,10 @@
 // Package sidecar is the one way to wire a member of a group: it opens the
 // member's local store, its agent and its worker API on a NATS connection
 // the caller owns, runs the agent and the API together, and closes them in
-// reverse order. The binary (handoff agent) wires its member with it, and
-// so do the harnesses (the lab behind demo and bench, the conformance run,
-// the agent's tests) through internal/cluster's Local.
+// reverse order. The binary (handoff agent) wires its member with it, so
+// does the conformance run (handoff conformance), and so do the harnesses
+// (the lab behind demo and bench, the agent's tests) through
+// internal/cluster's Local.
 package sidecar
 
 import (
