@@ -273,6 +273,9 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		return nil, err
 	}
 	a.worker = newWorkerWatch(opts.RequireWorker, a.started)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(newMemberCollector(a))
+	}
 	if opts.RequireWorker {
 		a.metrics.setWorkerState(assign.WorkerDetached)
 	}
