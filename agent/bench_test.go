@@ -17,6 +17,7 @@ import (
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/poll"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // BenchmarkPlannedHandoff moves tasks to a joining member and back on its
@@ -35,7 +36,7 @@ func BenchmarkPlannedHandoff(b *testing.B) {
 	w1 := c.startWorker("m1")
 	poll.Eventually(b, 20*time.Second, "m1 running everything", func() error { return w1.running(c.view()) })
 
-	var events []client.Event
+	var events []record.Event
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.start("m2")
@@ -64,7 +65,7 @@ func BenchmarkPlannedHandoff(b *testing.B) {
 	b.StopTimer()
 	ev, _ := w1.snapshot()
 	events = append(events, ev...)
-	pauses := handoffPauses(events)
+	pauses := movePauses(events)
 	if testing.Verbose() {
 		for _, r := range events {
 			if r.Type == client.EventRelease || r.Type == client.EventStart {
