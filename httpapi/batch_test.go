@@ -240,3 +240,22 @@ func TestCommitBinary(t *testing.T) {
 		})
 	}
 }
+
+// readAll reads a body whole whatever its size and declared length, a
+// body larger than its first buffer included.
+func TestReadAll(t *testing.T) {
+	const max = 4 * readAllFirst
+	for _, size := range []int{1, 100, readAllFirst - 1, readAllFirst, readAllFirst + 1, 3 * readAllFirst, max} {
+		body := bytes.Repeat([]byte("x"), size)
+		for _, declared := range []int64{int64(size), int64(size) + 7, -1, max + 1} {
+			got, err := readAll(bytes.NewReader(body), declared, max)
+			if err != nil || !bytes.Equal(got, body) {
+				t.Errorf("readAll(%d bytes, declared %d) = %d bytes, %v; want the body", size, declared, len(got), err)
+			}
+		}
+		// More than declared is read on, for the caller to refuse.
+		if got, err := readAll(bytes.NewReader(body), int64(size-1), max); err != nil || !bytes.Equal(got, body) {
+			t.Errorf("readAll(%d bytes, declared %d) = %d bytes, %v; want all of it", size, size-1, len(got), err)
+		}
+	}
+}
