@@ -149,6 +149,11 @@ func (s *Server) getKeys(w http.ResponseWriter, r *http.Request) ([][]byte, bool
 				fmt.Sprintf(`the batch get body is not a valid batch get: %v (send {"keys":["<base64>",...]})`, err))
 			return nil, false
 		}
+		if req.Keys == nil { // null is refused above: the field is missing
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
+				`the batch get body has no "keys"; send {"keys":["<base64>",...]}`)
+			return nil, false
+		}
 		keys = req.Keys
 	}
 	if len(keys) > s.opts.MaxGetKeys {
