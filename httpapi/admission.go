@@ -24,12 +24,13 @@ import (
 //   - Every connection is accepted at once, none waits in the kernel's
 //     queue. At MaxConns open connections, a new one takes the place of the
 //     oldest that was answered and only waits to be closed, else of the
-//     oldest whose request body is stalled, else of the oldest that has not
-//     yet sent a complete request that passed the token check (slow
-//     headers, or a 401), else of the oldest idle one; when every
-//     connection is busy with an admitted request, the new one is answered
-//     503 and closed. The worker's requests arrive whole within moments, so
-//     a flood of slow clients evicts itself, not the worker.
+//     oldest whose request body is stalled, else of the oldest whose
+//     request headers are stalled (slow headers, or none yet), else of the
+//     oldest idle one; when every connection is busy with a request that
+//     passed the token check, or has a request the agent has yet to read,
+//     the new one is answered 503 and closed. The worker's requests arrive
+//     whole within moments, so a flood of slow clients evicts itself, not
+//     the worker.
 //   - Long-polls (GET /assignment?wait=) have their own cap, MaxLongPolls:
 //     past it, the oldest one answers at once with the current view (its
 //     client polls again, as after any answer).
@@ -185,17 +186,19 @@ func (a *admission) admit(c net.Conn) *trackedConn {
 
 // victimLocked picks the connection a new one replaces: the oldest that
 // was answered and only waits to be closed, else the oldest whose body is
-// stalled, else the oldest whose request has not arrived whole and passed
-// the token check (slow headers, a 401 being answered, or a connection
-// just opened), else the oldest idle one; nil if all are busy with
-// admitted requests. Stalled bodies go before requests still arriving, so
-// that a flood of them does not replace the worker's new connections
-// before their requests are in.
+// stalled, else the oldest whose request headers are stalled (the agent
+// waits for their next bytes, or for a first one), else the oldest idle
+// one; nil if all are busy with admitted requests or with requests the
+// agent has yet to read. Stalled bodies go before stalled headers, and a
+// request that is there to read is never cut off, so that a flood does
+// not replace the worker's new connections before their requests are in.
 func (a *admission) victimLocked() *trackedConn {
 	for _, pick := range []func(*trackedConn) bool{
 		func(c *trackedConn) bool { return c.closing },
 		(*trackedConn).stalledLocked,
-		func(c *trackedConn) bool { return !c.idle && !c.admitted },
+		// Not one whose request the agent has not read yet: the
+		// worker's new connection, for one, whose request is there.
+		func(c *trackedConn) bool { return !c.idle && !c.admitted && c.waiting.Load() },
 		func(c *trackedConn) bool { return c.idle },
 	} {
 		for _, c := range a.conns { // oldest first

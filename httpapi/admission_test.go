@@ -83,12 +83,13 @@ func flood(t *testing.T, addr string, n int, prefix string) []net.Conn {
 	return conns
 }
 
-// closed counts the connections the agent has closed.
+// closed counts the connections the agent has closed, replaced or
+// refused (answered 503, then closed).
 func closed(conns []net.Conn) int {
 	n := 0
 	for _, c := range conns {
 		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		if _, err := c.Read(make([]byte, 1)); err == io.EOF || (err != nil && !isTimeout(err)) {
+		if _, err := io.ReadAll(c); err == nil || !isTimeout(err) { // nil: read to EOF
 			n++
 		}
 	}
