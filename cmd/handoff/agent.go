@@ -41,13 +41,23 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 	red := cfg.redactor()
 	defer func() { err = red.Error(err) }()
 	log := newLogger(e.stderr, lc.LogLevel, lc.LogFormat, red)
+	log.Info().Str("group", cfg.Group).Str("member", cfg.MemberID).Str("dataDir", cfg.DataDir).Msg("agent starting")
 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	// A signal during the start ends it where it is: what the start
+	// opened is closed, and the agent exits as after any signal.
+	cutShort := func(err error) error {
+		if ctx.Err() == nil {
+			return err
+		}
+		log.Info().Err(err).Msg("start cut short by the signal; exiting")
+		return nil
+	}
 	nc, stopNATS, err := dialOrEmbed(cfg, log)
 	if err != nil {
-		return err
+		return cutShort(err)
 	}
 	defer stopNATS()
 
@@ -89,7 +99,7 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 		Logger: log,
 	})
 	if err != nil {
-		return err
+		return cutShort(err)
 	}
 	// The member record goes first, then the local state, then NATS.
 	defer closeLogged(log, "member", m.Close)
