@@ -204,7 +204,7 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.APIAllowedHosts, "api-allowed-hosts", c.APIAllowedHosts, "host `names` (comma-separated) the API answers to besides localhost, IP addresses and the hosts of --listen and --advertise; * for any")
 	fs.DurationVar(&c.APIReadHeaderTimeout, "api-read-header-timeout", c.APIReadHeaderTimeout, "the API closes a connection whose request headers take `longer`")
 	fs.DurationVar(&c.APIBodyTimeout, "api-body-timeout", c.APIBodyTimeout, "the API answers 408 to a request whose body takes `longer` to arrive (long-polls have none)")
-	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API keeps open at once; a new one replaces the oldest whose body stalls (or that has not sent a complete request, or is idle), else is answered 503")
+	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API keeps open at once; a new one replaces the oldest whose body stalls (or whose headers stall, or that is idle), else is answered 503")
 	fs.IntVar(&c.APIMaxRequests, "api-max-requests", c.APIMaxRequests, "`requests` (long-polls aside) the API runs at once, each counted once its body is in; more are answered 503 at once. As many bodies may arrive besides; past that a new one replaces the oldest that stalls")
 	fs.IntVar(&c.APIMaxLongPolls, "api-max-long-polls", c.APIMaxLongPolls, "`long-polls` of /assignment the API holds at once; past it the oldest answers at once")
 	fs.StringVar(&c.APISocketGroup, "api-socket-group", c.APISocketGroup, "with --listen unix:PATH: the `group` (name or ID) whose members may use the socket too; it is made that group's, mode 0660 (default: mode 0600, the agent's user only)")
