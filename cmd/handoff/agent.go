@@ -149,7 +149,7 @@ func waitDelivered(delivered <-chan struct{}, max time.Duration) {
 // and connects to it in process. The returned func closes both.
 func dialOrEmbed(cfg Config, log zerolog.Logger) (*natsgo.Conn, func(), error) {
 	if cfg.NATS.URL != "" {
-		nc, err := connect(cfg.NATS, "handoff-agent-"+cfg.MemberID, log)
+		nc, err := connect(cfg.NATS, "handoff-agent-"+cfg.MemberID, log, hintEmbedded)
 		if err != nil {
 			return nil, nil, err
 		}
