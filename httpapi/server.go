@@ -85,11 +85,13 @@ type Options struct {
 	// IdleTimeout closes kept-alive connections idle this long.
 	IdleTimeout time.Duration
 	// MaxConns bounds the connections open at once: a new one takes the
-	// place of the oldest that sent no complete, admitted request yet (or
-	// is sending a body, or is idle), or is answered 503 (admission.go).
+	// place of the oldest whose body stalls (or whose headers stall, or
+	// that is idle), or is answered 503 (admission.go).
 	// MaxRequests bounds the requests other than long-polls that run at
-	// once (more are answered 503 at once), and MaxLongPolls the waiting
-	// long-polls (the oldest answers at once to make room).
+	// once, each counted once its body is in (more are answered 503 at
+	// once), and apart from them the bodies arriving (a new one cuts off
+	// the oldest stalled one); MaxLongPolls bounds the waiting long-polls
+	// (the oldest answers at once to make room).
 	MaxConns     int
 	MaxRequests  int
 	MaxLongPolls int

@@ -82,6 +82,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 	m := &Member{log: o.Logger, onCorrupt: o.Store.OnCorrupt}
 	sopts := o.Store
 	sopts.Logger = o.Logger.With().Str("component", "pebble").Logger()
+	o.Logger.Info().Str("dir", filepath.Join(o.DataDir, "state")).Msg("opening the local store")
 	m.Store, err = statestore.OpenWait(ctx, filepath.Join(o.DataDir, "state"), sopts)
 	if err != nil {
 		return nil, fmt.Errorf("open local state in %s: %w", o.DataDir, err)
@@ -107,6 +108,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 		timeout = 30*time.Second + 2*o.Agent.Config.SessionTimeout.D()
 	}
 	openCtx, cancel := context.WithTimeout(ctx, timeout)
+	o.Logger.Info().Str("group", o.Agent.Group).Str("member", o.Agent.MemberID).Msg("joining the group")
 	m.Agent, err = agent.Open(openCtx, nc, m.Store, o.Agent)
 	cancel()
 	if err != nil {
