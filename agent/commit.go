@@ -17,12 +17,13 @@ type taskState struct {
 	phase    taskPhase
 	epoch    uint64
 	revoking bool
+	cache    *recordCache // nil unless active, or with the caches off
 }
 
 func (t *task) state() taskState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return taskState{phase: t.phase, epoch: t.epoch, revoking: t.revoke != nil}
+	return taskState{phase: t.phase, epoch: t.epoch, revoking: t.revoke != nil, cache: t.cache}
 }
 
 // activeTask returns the runtime of a task the worker may use and a copy
@@ -110,14 +111,14 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 	seq, err := a.clog.Append(ctx, id, t.lastSeq, e)
 	switch {
 	case errors.Is(err, changelog.ErrFenced):
-		return api.CommitResult{}, a.fencedCommit(ctx, t, st.epoch)
+		return api.CommitResult{}, a.fencedCommit(ctx, t, st.epoch, st.cache)
 	case errors.Is(err, changelog.ErrTooLarge):
 		return api.CommitResult{}, fmt.Errorf("%w: %w; split the commit", api.ErrTooLarge, err)
 	case err != nil:
 		return api.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %w; the commit may or may not have landed: retry it (if it landed, the retry is refused with 409 resume)", api.ErrUnavailable, id, err)
 	}
 	t.lastSeq = seq
-	if err := a.store.Apply(id, restore.Commit(e, seq)); err != nil {
+	if err := a.applyCommit(id, st.cache, e, seq); err != nil {
 		// The commit is durable in the changelog but the local copy missed
 		// it: stop serving until an activation has replayed it.
 		a.log.Error().Err(err).Str(fTask, id).Uint64(fSeq, seq).Msg("apply a commit that is in the changelog; activating the task again")
@@ -130,6 +131,23 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))
 	a.metrics.commitSeconds.Observe(time.Since(t0).Seconds())
 	return api.CommitResult{Task: id, Seq: seq, Epoch: st.epoch}, nil
+}
+
+// applyCommit applies a commit of the task's own, appended at seq, to the
+// local store and to the task's record cache c (nil: none), in one critical
+// section of the cache: no read of the task sees the store and the cache
+// disagree. Callers hold the task's commitMu.
+func (a *Agent) applyCommit(id string, c *recordCache, e changelog.Entry, seq uint64) error {
+	if c == nil {
+		return a.store.Apply(id, restore.Commit(e, seq))
+	}
+	c.applying.Lock()
+	defer c.applying.Unlock()
+	if err := a.store.Apply(id, restore.Commit(e, seq)); err != nil {
+		return err // the task activates again: its cache goes with its phase
+	}
+	c.update(e.Puts, e.Deletes)
+	return nil
 }
 
 // reactivate runs the activation of t at epoch again, when its local copy
@@ -152,9 +170,20 @@ func (a *Agent) reactivate(t *task, epoch uint64) {
 // earlier append of this owner landed although its acknowledgement was lost
 // (a NATS restart or a timeout): then the store catches up with it and the
 // worker is told to resume from the checkpoint, which includes it, so that
-// nothing is applied twice. Callers hold t.commitMu (only).
-func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
-	if err := a.catchUp(ctx, t); err != nil {
+// nothing is applied twice. c is the task's record cache (nil: none): the
+// catch-up may apply a commit of the owner's own that the cache never saw,
+// so the cache starts afresh, and no read fills it meanwhile. Callers hold
+// t.commitMu (only).
+func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64, c *recordCache) error {
+	if c != nil {
+		c.applying.Lock()
+	}
+	err := a.catchUp(ctx, t)
+	if c != nil {
+		c.clear()
+		c.applying.Unlock()
+	}
+	if err != nil {
 		return fmt.Errorf("%w: commit of %s conflicted and the changelog could not be read (%w); retry", api.ErrUnavailable, t.id, err)
 	}
 	meta, _, err := a.store.Meta(t.id)
