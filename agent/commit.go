@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/restore"
-	"github.com/handoffhq/handoff/statestore"
 )
 
 // taskState is a copy of a task's state, read under its lock.
@@ -58,14 +58,14 @@ func (a *Agent) activeTask(id string) (*task, taskState, error) {
 // A task becoming active again because its store missed a commit on a
 // full disk waits for space: its commits are refused as the full disk's
 // are (503), not as a task owned elsewhere's.
-func (a *Agent) committable(id string) (*task, error) {
+func (a *Agent) committable(id string) (*task, taskState, error) {
 	t, st, err := a.activeTask(id)
 	if err != nil && st.phase == phaseActivating {
 		if werr := a.store.Writable(); werr != nil {
-			return nil, fmt.Errorf("%w: the local store of member %s takes no writes (%w); task %s becomes active again once it does: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, werr, id)
+			return nil, st, fmt.Errorf("%w: the local store of member %s takes no writes (%w); task %s becomes active again once it does: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, werr, id)
 		}
 	}
-	return t, err
+	return t, st, err
 }
 
 // Commit implements httpapi.Backend: fenced append, then apply, then
@@ -73,7 +73,7 @@ func (a *Agent) committable(id string) (*task, error) {
 // state lock is held only to read the state, so views, generations and
 // other tasks never wait on an append.
 func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (api.CommitResult, error) {
-	t, err := a.committable(id)
+	t, _, err := a.committable(id)
 	if err != nil {
 		return api.CommitResult{}, err
 	}
@@ -81,10 +81,10 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 	defer t.commitMu.Unlock()
 	// Read the state again under the commit lock: a release may have
 	// happened while this commit waited for the one before it.
-	if t, err = a.committable(id); err != nil {
+	t, st, err := a.committable(id)
+	if err != nil {
 		return api.CommitResult{}, err
 	}
-	st := t.state()
 	switch {
 	case !t.stateful:
 		return api.CommitResult{}, fmt.Errorf("%w: task %s is stateless: it has no state to commit", api.ErrInvalid, id)
@@ -100,13 +100,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 	if err := a.recordCommitted(ctx, id, st.epoch); err != nil {
 		return api.CommitResult{}, fmt.Errorf("%w: %w; nothing was written: retry", api.ErrUnavailable, err)
 	}
-	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
-	if len(req.Puts) > 0 {
-		e.Puts = make([]statestore.KV, len(req.Puts))
-		for i, kv := range req.Puts {
-			e.Puts[i] = statestore.KV{Key: kv.Key, Value: kv.Value}
-		}
-	}
+	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes, Puts: changelogPuts(req.Puts)}
 	t0 := time.Now()
 	seq, err := a.clog.Append(ctx, id, t.lastSeq, e)
 	switch {
@@ -131,6 +125,21 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))
 	a.metrics.commitSeconds.Observe(time.Since(t0).Seconds())
 	return api.CommitResult{Task: id, Seq: seq, Epoch: st.epoch}, nil
+}
+
+// The worker's puts and the changelog's are the same struct but for its
+// field tags, which a conversion ignores: this one compiles only while
+// that holds.
+var _ = changelog.KV(api.KV{})
+
+// changelogPuts returns puts as the changelog's (and the store's) KV, in
+// the same memory: the two types are the same struct but for their tags
+// (checked above), so they have one layout.
+func changelogPuts(puts []api.KV) []changelog.KV {
+	if len(puts) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*changelog.KV)(unsafe.Pointer(unsafe.SliceData(puts))), len(puts))
 }
 
 // applyCommit applies a commit of the task's own, appended at seq, to the
