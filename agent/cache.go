@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -146,42 +145,35 @@ func (c *recordCache) getMany(store *statestore.Store, task string, keys [][]byt
 	c.applying.RLock()
 	defer c.applying.RUnlock()
 	out := make([][]byte, len(keys))
-	// ends[i] is where key i's cached value ends in buf; -1 for a key the
-	// cache holds absent, -2 for one it does not hold.
-	ends := make([]int, len(keys))
-	var (
-		buf    []byte
-		missed []int // the indexes of keys not in the cache
-	)
+	var missed []int // the indexes of keys not in the cache
 	c.mu.Lock()
+	found := make([]*cacheEntry, len(keys))
+	size := 0
 	for i, k := range keys {
-		switch e := c.lookupLocked(k); {
-		case e == nil:
-			ends[i] = -2
+		if e := c.lookupLocked(k); e != nil {
+			found[i] = e
+			size += len(e.value)
+		} else {
 			missed = append(missed, i)
-		case !e.present:
-			ends[i] = -1
-		default:
-			if buf == nil {
-				buf = make([]byte, 0, (len(e.value)+8)*len(keys))
-			}
+		}
+	}
+	if maxBytes > 0 && size > maxBytes {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("get %d keys of task %q: their values pass %d bytes: %w", len(keys), task, maxBytes, statestore.ErrTooLarge)
+	}
+	// The values found, copied into one buffer: the cache's own may be
+	// overwritten by the next commit once c.mu is released.
+	buf := make([]byte, 0, size)
+	for i, e := range found {
+		if e != nil && e.present {
+			start := len(buf)
 			buf = append(buf, e.value...)
-			ends[i] = len(buf)
+			out[i] = buf[start:len(buf):len(buf)] // buf is not nil: an empty value stays a non-nil slice
 		}
 	}
 	c.mu.Unlock()
 	c.caches.hits.Add(float64(len(keys) - len(missed)))
 	c.caches.misses.Add(float64(len(missed)))
-	if maxBytes > 0 && len(buf) > maxBytes {
-		return nil, fmt.Errorf("get %d keys of task %q: their values pass %d bytes: %w", len(keys), task, maxBytes, statestore.ErrTooLarge)
-	}
-	start := 0
-	for i, end := range ends {
-		if end >= 0 {
-			out[i] = buf[start:end:end] // buf is not nil: an empty value stays a non-nil slice
-			start = end
-		}
-	}
 	if len(missed) == 0 {
 		return out, nil
 	}
@@ -343,13 +335,6 @@ func (c *recordCache) clear() {
 	c.lru.prev, c.lru.next = &c.lru, &c.lru
 }
 
-// len returns how many keys the cache holds, and in how many bytes.
-func (c *recordCache) len() (int, int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries), c.bytes
-}
-
 func (c *recordCache) unlink(e *cacheEntry) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
@@ -359,13 +344,4 @@ func (c *recordCache) pushFront(e *cacheEntry) {
 	e.prev, e.next = &c.lru, c.lru.next
 	c.lru.next.prev = e
 	c.lru.next = e
-}
-
-// holds reports whether the cache holds key with value v (present), or
-// held absent (!present).
-func (c *recordCache) holds(key, v []byte, present bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[string(key)]
-	return e != nil && e.present == present && bytes.Equal(e.value, v)
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -153,4 +154,20 @@ func TestCacheReadHoldsOffCommits(t *testing.T) {
 			t.Errorf("%s: after the read and the commit, the cache does not hold the commit's value of k1", name)
 		}
 	}
+}
+
+// len returns how many keys the cache holds, and in how many bytes.
+func (c *recordCache) len() (int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries), c.bytes
+}
+
+// holds reports whether the cache holds key with value v (present), or
+// held absent (!present).
+func (c *recordCache) holds(key, v []byte, present bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[string(key)]
+	return e != nil && e.present == present && bytes.Equal(e.value, v)
 }
