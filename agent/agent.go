@@ -279,6 +279,9 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 	}
 	a.caches = newRecordCaches(recordCacheBytes(opts.RecordCacheBytes), a.metrics)
 	a.worker = newWorkerWatch(opts.RequireWorker, a.started)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(newMemberCollector(a))
+	}
 	if opts.RequireWorker {
 		a.metrics.setWorkerState(assign.WorkerDetached)
 	}

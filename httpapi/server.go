@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/handoffhq/handoff/api"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -98,6 +99,9 @@ type Options struct {
 	SocketGroup string
 	// Metrics, if non-nil, is served at /metrics (promhttp's handler).
 	Metrics http.Handler
+	// Registerer, if set, gets the API's own metrics (the error answers by
+	// code).
+	Registerer prometheus.Registerer
 	// Worker, if non-nil, is told when the worker attaches and detaches
 	// (see WorkerObserver); WorkerGrace is the grace after its last
 	// GET /assignment (DefaultWorkerGrace if zero).
@@ -184,6 +188,7 @@ type Server struct {
 
 	worker *workerTracker // nil without Options.Worker
 	admit  *admission
+	errors *prometheus.CounterVec // error answers by code
 }
 
 // New returns a Server for b. It does not listen yet.
@@ -193,6 +198,13 @@ func New(b Backend, o Options) *Server {
 		hosts: map[string]bool{}, cross: http.NewCrossOriginProtection()}
 	s.worker = newWorkerTracker(o.Worker, o.WorkerGrace)
 	s.admit = newAdmission(o)
+	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "handoff_api_errors_total",
+		Help: "Error answers of the worker API, by code (docs/api.md): not_owner and resume for a worker that lost or must restart a task, unavailable (503), unauthorized, invalid and the others.",
+	}, []string{"code"})
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(s.errors)
+	}
 	if o.Token != "" {
 		s.tokenSum = sha256.Sum256([]byte(o.Token))
 	}

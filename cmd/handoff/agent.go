@@ -85,16 +85,22 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			MaxLongPolls:      cfg.APIMaxLongPolls,
 			SocketGroup:       cfg.APISocketGroup,
 			Metrics:           promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+			Registerer:        reg,
 			Logger:            log.With().Str("component", "api").Logger(),
 		},
-		Logger: log,
+		MetricsListen: cfg.MetricsListen,
+		Logger:        log,
 	})
 	if err != nil {
 		return err
 	}
 	// The member record goes first, then the local state, then NATS.
 	defer closeLogged(log, "member", m.Close)
-	log.Info().Str("api", m.Addr.String()).Str("group", cfg.Group).Str("member", cfg.MemberID).Msg("agent started")
+	started := log.Info().Str("api", m.Addr.String()).Str("group", cfg.Group).Str("member", cfg.MemberID)
+	if m.MetricsAddr != nil {
+		started = started.Str("metrics", m.MetricsAddr.String())
+	}
+	started.Msg("agent started")
 
 	return m.Run(ctx, func() {
 		// A signal: hand the tasks over before exiting. The API keeps

@@ -53,6 +53,9 @@ type Config struct {
 	// APISocketGroup, with --listen unix:PATH, is the group that may use
 	// the socket besides the agent's user.
 	APISocketGroup string
+	// MetricsListen is a second listener that serves /metrics and the
+	// probes alone, without the token.
+	MetricsListen string
 
 	// RequireWorker makes the member take active tasks only while its
 	// worker is attached to the API; WorkerTimeout is how long a detached
@@ -211,6 +214,7 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.IntVar(&c.APIMaxRequests, "api-max-requests", c.APIMaxRequests, "`requests` (long-polls aside) the API runs at once; more are answered 503 at once")
 	fs.IntVar(&c.APIMaxLongPolls, "api-max-long-polls", c.APIMaxLongPolls, "`long-polls` of /assignment the API holds at once; past it the oldest answers at once")
 	fs.StringVar(&c.APISocketGroup, "api-socket-group", c.APISocketGroup, "with --listen unix:PATH: the `group` (name or ID) whose members may use the socket too; it is made that group's, mode 0660 (default: mode 0600, the agent's user only)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "if set, a second `address` (host:port) that serves GET /metrics, /healthz and /readyz alone, without the API token: for Prometheus and probes when the API is on a Unix socket or 127.0.0.1")
 
 	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no reserve; a start still waits for room to open the store)")
 	fs.IntVar(&c.StoreCacheMB, "store-cache-mb", c.StoreCacheMB, "`MiB` of memory the local store may keep read blocks in (Pebble's block cache, filled as state is read); reads of state beyond it cost several times more")
@@ -439,6 +443,11 @@ func (c Config) validateListen() []error {
 	default:
 		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 			return []error{fmt.Errorf("--listen %q: use host:port, e.g. 127.0.0.1:7070, or unix:PATH for a Unix socket, e.g. unix:/run/handoff/api.sock", c.Listen)}
+		}
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return []error{fmt.Errorf("--metrics-listen %q: use host:port, e.g. :9090 (every interface, for Prometheus in a pod) or 127.0.0.1:9090", c.MetricsListen)}
 		}
 	}
 	return nil

@@ -339,7 +339,7 @@ func TestEverySettingHasOneName(t *testing.T) {
 		"stable-max-wait": "50s", "standbys": "2", "stateless-tasks": "s-0..1", "tasks": "t-0..3", "zone": "z",
 		"snapshot-every": "500", "snapshot-interval": "5m0s", "snapshot-keep": "3", "snapshot-margin": "77", "snapshots": "false",
 		"require-worker": "false", "worker-timeout": "12s", "api-socket-group": "65532", "store-cache-mb": "64", "store-record-cache-mb": "32",
-		"store-min-free-mb": "256", "on-corrupt-store": "fail", "accept-state-loss": "t-1..2",
+		"store-min-free-mb": "256", "on-corrupt-store": "fail", "accept-state-loss": "t-1..2", "metrics-listen": "127.0.0.1:9191",
 		"nats-tls-cert": "", "nats-tls-key": "", // go together: set below
 		"config": "", "print-config": "", // not settings of the file
 	}

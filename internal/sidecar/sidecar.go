@@ -1,9 +1,10 @@
 // Package sidecar is the one way to wire a member of a group: it opens the
 // member's local store, its agent and its worker API on a NATS connection
 // the caller owns, runs the agent and the API together, and closes them in
-// reverse order. The binary (handoff agent) wires its member with it, and
-// so do the harnesses (the lab behind demo and bench, the conformance run,
-// the agent's tests) through internal/cluster's Local.
+// reverse order. The binary (handoff agent) wires its member with it, so
+// does the conformance run (handoff conformance), and so do the harnesses
+// (the lab behind demo and bench, the agent's tests) through
+// internal/cluster's Local.
 package sidecar
 
 import (
@@ -46,6 +47,11 @@ type Options struct {
 	// its worker attaches and detaches unless API.Worker says otherwise.
 	Listen string
 	API    httpapi.Options
+	// MetricsListen, if set, is a second listener (host:port) that serves
+	// the API's /metrics, /healthz and /readyz alone, without the token
+	// (httpapi's ProbeHandler): for Prometheus and probes from outside a
+	// pod whose API is on a Unix socket. It needs Listen.
+	MetricsListen string
 	// OpenTimeout bounds joining the group's NATS resources; 0 means 30 s
 	// plus two session timeouts.
 	OpenTimeout time.Duration
@@ -60,6 +66,10 @@ type Member struct {
 	Agent *agent.Agent
 	API   *httpapi.Server
 	Addr  net.Addr
+	// MetricsAddr is where the metrics listener listens (nil without
+	// Options.MetricsListen).
+	MetricsAddr net.Addr
+	probes      net.Listener
 
 	log       zerolog.Logger
 	onCorrupt statestore.CorruptPolicy // what the next Open does with a corrupt store
@@ -114,6 +124,13 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 		m.Agent.Abandon()
 		return nil, fmt.Errorf("worker API: %w", err)
 	}
+	if o.MetricsListen != "" {
+		if err := m.listenProbes(o.MetricsListen); err != nil {
+			m.closeListener()
+			m.Agent.Abandon()
+			return nil, err
+		}
+	}
 	return m, nil
 }
 
@@ -138,6 +155,16 @@ func (m *Member) Run(ctx context.Context, beforeStop func()) error {
 		g.Go(func() error {
 			err := m.serveAPI(apiCtx)
 			apiErr <- err
+			return err
+		})
+	}
+	if m.probes != nil {
+		g.Go(func() error {
+			err := m.serveProbes(apiCtx)
+			if err != nil {
+				// Monitoring is blind, but the worker is served: go on.
+				m.log.Error().Err(err).Msg("metrics listener stopped")
+			}
 			return err
 		})
 	}
@@ -203,11 +230,15 @@ func (m *Member) Crash() error {
 	return m.Store.Close()
 }
 
-// closeListener closes the API's listener if Run never served it.
+// closeListener closes the API's listener, and the metrics listener, if
+// Run never served them.
 func (m *Member) closeListener() {
 	if m.API != nil && m.served.CompareAndSwap(false, true) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_ = m.API.Run(ctx) // serves nothing and closes the listener
+		if m.probes != nil {
+			_ = m.probes.Close()
+		}
 	}
 }
