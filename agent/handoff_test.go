@@ -255,8 +255,8 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			var v float64
-			for _, m := range mf.GetMetric() {
-				v += m.GetCounter().GetValue()
+			for _, m := range mf.GetMetric() { // a counter's series, or a gauge's
+				v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 			return v
 		}

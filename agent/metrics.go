@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/handoffhq/handoff/agent/assign"
@@ -42,6 +44,11 @@ type metrics struct {
 	reads                           *prometheus.CounterVec
 	readsGet, readsBatch, readsScan prometheus.Counter
 	readKeys                        prometheus.Counter
+	// cacheHits and cacheMisses count the keys the worker's reads found
+	// in its task's record cache and did not; cacheHeld is what the
+	// record caches hold, in bytes (cache.go).
+	cacheHits, cacheMisses prometheus.Counter
+	cacheHeld              atomic.Int64
 	// groupMembers and unownedTasks are the leader's: the live members it
 	// plans for, and the tasks its assignment gives no active owner. 0 on
 	// the other members.
@@ -140,10 +147,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "On the leader: the group's tasks that its assignment gives no active owner, because no live member can take them (0 on the other members: take the max over the group).",
 		}),
 	}
+	m.cacheHits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "handoff_record_cache_hits_total",
+		Help: "Keys the worker's reads (single and batch gets) found in its active task's record cache.",
+	})
+	m.cacheMisses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "handoff_record_cache_misses_total",
+		Help: "Keys the worker's reads (single and batch gets) did not find in its active task's record cache and read from the local store.",
+	})
+	cacheBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "handoff_record_cache_bytes",
+		Help: "Bytes the record caches of this member's active tasks hold: keys, values and bookkeeping (bounded by --store-record-cache-mb).",
+	}, func() float64 { return float64(m.cacheHeld.Load()) })
 	// The children, made once: a read only adds to them.
 	m.readsGet, m.readsBatch, m.readsScan = m.reads.WithLabelValues("get"), m.reads.WithLabelValues("batch"), m.reads.WithLabelValues("scan")
 	if reg != nil {
-		reg.MustRegister(m.reads, m.readKeys)
+		reg.MustRegister(m.reads, m.readKeys, m.cacheHits, m.cacheMisses, cacheBytes)
 		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
 			m.commitSeconds, m.fenced, m.directTakeovers, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay,
 			m.storeRebuilds, m.restoreRefused, m.workerState, m.workerLostTasks, m.groupMembers, m.unownedTasks)

@@ -82,9 +82,10 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			Registerer:   reg,
 			Snapshots:    cfg.Snapshots,
 
-			RequireWorker:   cfg.RequireWorker,
-			WorkerTimeout:   cfg.WorkerTimeout,
-			AcceptStateLoss: acceptStateLoss(cfg),
+			RequireWorker:    cfg.RequireWorker,
+			WorkerTimeout:    cfg.WorkerTimeout,
+			AcceptStateLoss:  acceptStateLoss(cfg),
+			RecordCacheBytes: recordCacheBytes(cfg),
 		},
 		Listen: cfg.Listen,
 		API: httpapi.Options{
@@ -261,6 +262,14 @@ func closeLogged(log zerolog.Logger, what string, close func() error) {
 	if err := close(); err != nil {
 		log.Warn().Err(err).Msgf("close %s", what)
 	}
+}
+
+// recordCacheBytes is the agent's record cache bound from cfg.
+func recordCacheBytes(cfg Config) int64 {
+	if cfg.StoreRecordCacheMB == 0 {
+		return -1 // off
+	}
+	return int64(cfg.StoreRecordCacheMB) << 20
 }
 
 // storeOptions are the local store's options from cfg.

@@ -68,9 +68,11 @@ type Config struct {
 	// StoreMinFreeMB is the free space the local store keeps on its disk
 	// (0: no reserve); OnCorruptStore what a start does with a corrupt one.
 	StoreMinFreeMB int
-	// StoreCacheMB bounds the local store's block cache.
-	StoreCacheMB   int
-	OnCorruptStore string
+	// StoreCacheMB bounds the local store's block cache;
+	// StoreRecordCacheMB the record caches of the active tasks (0: off).
+	StoreCacheMB       int
+	StoreRecordCacheMB int
+	OnCorruptStore     string
 	// AcceptStateLoss is a task spec: tasks this member starts empty when
 	// their state is lost (their changelog was purged).
 	AcceptStateLoss []string
@@ -122,9 +124,10 @@ func DefaultConfig() Config {
 		GroupConfig:          assign.DefaultConfig(),
 		SnapshotsOn:          true,
 
-		StoreMinFreeMB: statestore.DefaultMinFree >> 20,
-		StoreCacheMB:   statestore.DefaultCacheBytes >> 20,
-		OnCorruptStore: string(statestore.Rebuild),
+		StoreMinFreeMB:     statestore.DefaultMinFree >> 20,
+		StoreCacheMB:       statestore.DefaultCacheBytes >> 20,
+		StoreRecordCacheMB: agent.DefaultRecordCacheBytes >> 20,
+		OnCorruptStore:     string(statestore.Rebuild),
 		Snapshots: agent.SnapshotOptions{
 			Every:    agent.DefaultSnapshotEvery,
 			Interval: agent.DefaultSnapshotInterval,
@@ -215,6 +218,7 @@ func agentFlags(c *Config) *flag.FlagSet {
 
 	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no reserve; a start still waits for room to open the store)")
 	fs.IntVar(&c.StoreCacheMB, "store-cache-mb", c.StoreCacheMB, "`MiB` of memory the local store may keep read blocks in (Pebble's block cache, filled as state is read); reads of state beyond it cost several times more")
+	fs.IntVar(&c.StoreRecordCacheMB, "store-record-cache-mb", c.StoreRecordCacheMB, "`MiB` of memory the record caches of this member's active tasks may hold together: the values (and absence) of keys the worker read, in front of the local store, updated by its commits (0 = off)")
 	fs.Var(specValue{&c.AcceptStateLoss}, "accept-state-loss", "stateful task `IDs` (like --tasks) this member starts empty although the group shows they had state that is gone (their changelog was purged); remove once they run")
 	fs.StringVar(&c.OnCorruptStore, "on-corrupt-store", c.OnCorruptStore, "`policy` for a local store found corrupt: rebuild (move it aside, restore the tasks from snapshots and the changelog) or fail")
 
@@ -484,6 +488,9 @@ func (c Config) Validate() error {
 	}
 	if c.StoreCacheMB < 1 {
 		errs = append(errs, fmt.Errorf("--store-cache-mb %d: use 1 or more", c.StoreCacheMB))
+	}
+	if c.StoreRecordCacheMB < 0 {
+		errs = append(errs, fmt.Errorf("--store-record-cache-mb %d: use 0 (no record cache) or more", c.StoreRecordCacheMB))
 	}
 	if c.StoreMinFreeMB < 0 {
 		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no reserve) or more", c.StoreMinFreeMB))
