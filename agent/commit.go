@@ -165,10 +165,8 @@ func (a *Agent) applyCommit(id string, c *recordCache, e changelog.Entry, seq ui
 // worker may use the task again, without waiting for a new generation.
 // Callers may hold t.commitMu (the activation takes it only to finish).
 func (a *Agent) reactivate(t *task, epoch uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	l := a.lockTasks(false, t)
+	defer l.unlock()
 	if t.epoch == epoch {
 		a.apply(t, change{ev: evReactivate})
 	}
