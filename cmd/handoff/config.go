@@ -650,10 +650,3 @@ func (c Config) allowedHosts() []string {
 	return out
 }
 
-// durationOr returns d, or def if d is zero.
-func durationOr(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
-}
