@@ -649,4 +649,3 @@ func (c Config) allowedHosts() []string {
 	}
 	return out
 }
-
