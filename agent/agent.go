@@ -108,6 +108,10 @@ type Options struct {
 	// the group's records show a history that is nowhere to be found
 	// (restore.ErrLost): the operator accepts that their state is lost.
 	AcceptStateLoss []string
+	// RecordCacheBytes bounds the record caches of the member's active
+	// tasks, all together (cache.go): 0 means DefaultRecordCacheBytes, a
+	// negative value turns them off.
+	RecordCacheBytes int64
 }
 
 // Agent is one member's sidecar. Open it, Run it, Close it. It holds what
@@ -133,6 +137,7 @@ type Agent struct {
 	snaps        *snapshotter
 	store        *statestore.Store
 	metrics      *metrics
+	caches       *recordCaches
 	progress     *progressBook
 	incarnation  string
 	started      time.Time
@@ -278,7 +283,11 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		a.closeOpened()
 		return nil, err
 	}
+	a.caches = newRecordCaches(recordCacheBytes(opts.RecordCacheBytes), a.metrics)
 	a.worker = newWorkerWatch(opts.RequireWorker, a.started)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(newMemberCollector(a))
+	}
 	if opts.RequireWorker {
 		a.metrics.setWorkerState(assign.WorkerDetached)
 	}
@@ -408,6 +417,13 @@ func (a *Agent) stopAllTasks() {
 	// (startJobLocked), so the Wait below cannot race an Add.
 	a.mu.Lock()
 	a.bgStop()
+	// A stopped agent serves no task from memory: its reads, if any
+	// still come, go to the store.
+	for _, t := range a.tasks {
+		t.mu.Lock()
+		t.cache.drop()
+		t.mu.Unlock()
+	}
 	a.mu.Unlock()
 	a.bg.Wait()
 	a.incoming.clear()

@@ -20,3 +20,20 @@ func SetIncomingHold(d time.Duration) (undo func()) {
 	incomingHold = d
 	return func() { incomingHold = prev }
 }
+
+// CachedKeys returns how many keys the record cache of task on a holds,
+// and whether the task has one (it is active there, with the caches on).
+func CachedKeys(a *Agent, task string) (int, bool) {
+	a.mu.Lock()
+	t := a.tasks[task]
+	a.mu.Unlock()
+	if t == nil {
+		return 0, false
+	}
+	c := t.state().cache
+	if c == nil {
+		return 0, false
+	}
+	n, _ := c.len()
+	return n, true
+}

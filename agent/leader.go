@@ -227,6 +227,7 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 	a.metrics.planSeconds.Observe(time.Since(t0).Seconds())
 	if !res.Changed {
 		if ld.current.Generation > 0 && ld.pub.Covers(ids) {
+			a.metrics.setLeading(len(ids), ld.current)
 			return res.NextDeadline, nil
 		}
 		// Nothing moves, but a member joined or left (or the group is new):
@@ -244,6 +245,7 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 			Str("reason", m.Reason).Uint64(fGeneration, res.Assignment.Generation).Msg("plan")
 	}
 	ld.current = res.Assignment
+	a.metrics.setLeading(len(ids), ld.current)
 	ld.track()
 	ld.observePromotions(res.Moves)
 	if activates(res.Moves) {

@@ -190,9 +190,11 @@ type change struct {
 // apply moves t by c.ev and does what the event does besides, in one
 // place: the jobs it starts and stops, the state it sets, the worker's view
 // and the member record it changes. It is the only writer of t's phase,
-// epoch, revoke, release, takeover, forWorker and job (a test checks it).
-// It reports whether the event was legal in t's phase; an illegal one
-// changes nothing. Callers hold a.mu and t.mu, and for ready and take over
+// epoch, revoke, release, takeover, forWorker, job and record cache (a
+// test checks it): a stateful task entering phase active gets an empty
+// cache, one leaving it loses its cache, whatever the event. It reports
+// whether the event was legal in t's phase; an illegal one changes
+// nothing. Callers hold a.mu and t.mu, and for ready and take over
 // (which set lastSeq) t.commitMu too.
 func (a *Agent) apply(t *task, c change) bool {
 	from := t.phase
@@ -282,6 +284,19 @@ func (a *Agent) apply(t *task, c change) bool {
 		a.kickHeartbeat()
 	case evWorkerBack:
 		t.forWorker = false
+	}
+	switch {
+	case t.phase == phaseActive && from != phaseActive:
+		// Active at one epoch, from here until the task leaves the
+		// phase: only its commits write its state meanwhile.
+		t.cache.drop()
+		t.cache = nil
+		if t.stateful {
+			t.cache = a.caches.open()
+		}
+	case t.phase != phaseActive && t.cache != nil:
+		t.cache.drop()
+		t.cache = nil
 	}
 	return true
 }

@@ -50,6 +50,10 @@ type task struct {
 	// until a generation records it.
 	takeover *assign.Takeover
 	job      *job
+	// cache is the task's record cache while it is active here (phase
+	// active), nil otherwise or with the caches off: made and dropped by
+	// apply as the task enters and leaves that phase.
+	cache *recordCache
 
 	applied  atomic.Uint64 // how far the local copy reaches
 	lag      atomic.Uint64 // learner or standby lag in messages
