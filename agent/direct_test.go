@@ -54,6 +54,21 @@ func (c *cluster) releaseRevoked(id string) {
 	}
 }
 
+// handOver releases rv's task on its owner, as its worker would, and
+// waits for m3 to serve it at the revoke's epoch.
+func (c *cluster) handOver(rv revoke) {
+	c.t.Helper()
+	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
+		c.t.Fatal(err)
+	}
+	poll.Eventually(c.t, 10*time.Second, "m3 serving "+rv.task, func() error {
+		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
+			return fmt.Errorf("m3 shows %s active %v at epoch %d, want epoch %d", rv.task, ok, e, rv.next)
+		}
+		return nil
+	})
+}
+
 // revoke is a pending direct revoke of a task.
 type revoke struct {
 	task, owner string
@@ -187,15 +202,7 @@ func TestDirectHandoff(t *testing.T) {
 	c := directCluster(t)
 	rv := c.revokedTo("m3", "m1", "m2")
 	c.commits(rv.owner, rv.task, "a", 3)
-	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
-		t.Fatal(err)
-	}
-	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task, func() error {
-		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
-			return fmt.Errorf("m3 shows %s active %v at epoch %d, want epoch %d", rv.task, ok, e, rv.next)
-		}
-		return nil
-	})
+	c.handOver(rv)
 	c.hasKeys("m3", rv.task, "a", 3)
 	c.commits("m3", rv.task, "b", 2)
 	if _, err := c.members[rv.owner].a.Commit(context.Background(), rv.task, api.CommitRequest{}); !errors.Is(err, api.ErrNotOwner) {
@@ -434,15 +441,7 @@ func TestDirectHandoffHoldsTheSuccessorsCatchUps(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
-		t.Fatal(err)
-	}
-	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task, func() error {
-		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
-			return fmt.Errorf("m3 shows %s active %v at epoch %d, want epoch %d", rv.task, ok, e, rv.next)
-		}
-		return nil
-	})
+	c.handOver(rv)
 	c.commits("m3", rv.task, "b", 1)
 	if incoming, _ := agent.Incoming(m3, rv.task); incoming {
 		t.Errorf("m3 still holds its catch-ups for %s after its first commit", rv.task)
