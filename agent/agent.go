@@ -133,6 +133,7 @@ type Agent struct {
 	// at once, to half the cores: the member's tailers, commits and API
 	// keep a core (restore.Limiter). Activations are not bounded.
 	learnerLimit *restore.Limiter
+	incoming     *incoming // holds the learners' slots while a task is handed over here (incoming.go)
 	snaps        *snapshotter
 	store        *statestore.Store
 	metrics      *metrics
@@ -168,6 +169,9 @@ type Agent struct {
 	// refreshed is when the member record was last refreshed (UnixNano;
 	// see sessionLive).
 	refreshed atomic.Int64
+	// lastRevoke is when this member last applied a new revoke (UnixNano;
+	// releasewait.go).
+	lastRevoke atomic.Int64
 
 	// leader is this member's leader state while it leads, nil otherwise.
 	leader atomic.Pointer[leader]
@@ -249,6 +253,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		replays.close()
 		return nil, err
 	}
+	learnerLimit := restore.NewLimiter(runtime.GOMAXPROCS(0) / 2)
 	a := &Agent{
 		opts:         opts,
 		log:          log,
@@ -258,7 +263,8 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		clog:         clog,
 		replays:      replays,
 		tails:        tails,
-		learnerLimit: restore.NewLimiter(runtime.GOMAXPROCS(0) / 2),
+		learnerLimit: learnerLimit,
+		incoming:     newIncoming(learnerLimit, log),
 		snaps:        snaps,
 		store:        store,
 		metrics:      newMetrics(opts.Registerer),
@@ -420,6 +426,7 @@ func (a *Agent) stopAllTasks() {
 	}
 	a.mu.Unlock()
 	a.bg.Wait()
+	a.incoming.clear()
 }
 
 // groupConfig is the group config in force, with each task's kind. It is

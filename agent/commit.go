@@ -120,6 +120,7 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 		return api.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but was not applied locally (%w); the agent replays it: don't retry the commit, restart the task from the checkpoint in /assignment once it is active again", api.ErrResume, seq, id, err)
 	}
 	t.applied.Store(seq)
+	a.incoming.done(id) // a hand-off to this member ends with its first commit
 	a.snapshotCommitted(id, st.epoch)
 	a.metrics.commits.Inc()
 	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))

@@ -104,6 +104,7 @@ func (a *Agent) runProgress(ctx context.Context) error {
 	stop, err := group.WatchProgress(a.nc, a.opts.Group, func(p group.Progress) {
 		if p.Member != a.opts.MemberID {
 			a.progress.add(p)
+			a.successorReported(p)
 		}
 	})
 	if err != nil {

@@ -29,6 +29,13 @@ type harness struct {
 
 func startRun(t *testing.T, agent *httpapitest.Backend, fn TaskFunc, wrap func(http.Handler) http.Handler) *harness {
 	t.Helper()
+	return startRunOpts(t, agent, fn, wrap, RunOptions{})
+}
+
+// startRunOpts is startRun with opts (its OnEvent, RestartBackoff and
+// PollWait are the harness's).
+func startRunOpts(t *testing.T, agent *httpapitest.Backend, fn TaskFunc, wrap func(http.Handler) http.Handler, opts RunOptions) *harness {
+	t.Helper()
 	var h http.Handler = httpapi.New(agent, httpapi.Options{}).Handler()
 	if wrap != nil {
 		h = wrap(h)
@@ -36,11 +43,9 @@ func startRun(t *testing.T, agent *httpapitest.Backend, fn TaskFunc, wrap func(h
 	srv := httptest.NewServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	hs := &harness{t: t, agent: agent, client: New(srv.URL), events: make(chan Event, 1000), done: make(chan struct{}), cancel: cancel}
-	opts := RunOptions{
-		OnEvent:        func(ev Event) { hs.events <- ev },
-		RestartBackoff: time.Millisecond,
-		PollWait:       time.Minute,
-	}
+	opts.OnEvent = func(ev Event) { hs.events <- ev }
+	opts.RestartBackoff = time.Millisecond
+	opts.PollWait = time.Minute
 	go func() {
 		hs.err = Run(ctx, hs.client, fn, opts)
 		close(hs.done)

@@ -106,6 +106,7 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		Leaving:     res.Assignment.Leaving,
 		Round:       res.Assignment.Round,
 		Shutdown:    res.Shutdown,
+		Incoming:    Incoming(res.Assignment),
 	}
 	data, err := json.Marshal(g)
 	if err != nil {
@@ -167,6 +168,24 @@ func Split(as assign.Assignment, live []string, shutdown []string) (map[string]*
 		unassigned = nil
 	}
 	return parts, unassigned
+}
+
+// Incoming returns, per member, the tasks of as that a revoke asks to hand
+// over to it directly (the revoke names it and the epoch it takes), in
+// task order; nil when there are none.
+func Incoming(as assign.Assignment) map[string][]string {
+	var in map[string][]string
+	for _, id := range slices.Sorted(maps.Keys(as.Tasks)) {
+		rv := as.Tasks[id].Revoke
+		if rv == nil || rv.Target == "" || rv.Epoch == 0 {
+			continue
+		}
+		if in == nil {
+			in = map[string][]string{}
+		}
+		in[rv.Target] = append(in[rv.Target], id)
+	}
+	return in
 }
 
 // Merge is the inverse of Split.
