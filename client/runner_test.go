@@ -509,3 +509,100 @@ func TestRunRestartWaitsForAReactivation(t *testing.T) {
 		t.Errorf("restarted from %q, want cp3: the commit whose acknowledgement was lost is in the agent's copy", got)
 	}
 }
+
+// TestRunRestartRetriesTheCheckpointRead: after a commit whose
+// acknowledgement was lost (refused with 409 resume, or answered 503 after
+// it landed), a read of the task's checkpoint that fails (here a 503 on
+// /assignment) is retried, and the task restarts from the checkpoint the
+// agent holds, which includes that commit, not from the last one
+// acknowledged here (that would process the batch twice).
+func TestRunRestartRetriesTheCheckpointRead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ack  error // the lost acknowledgement's answer
+	}{
+		{"resume", api.ErrResume},
+		{"unavailable", api.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			agent := httpapitest.New()
+			agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1, Checkpoint: "c0"})
+			var failNext atomic.Bool
+			failed := make(chan struct{}, 1)
+			flaky := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					// The runner's own poll waits at after=version: only the
+					// read of the checkpoint asks from the start.
+					if r.URL.Path == "/assignment" && r.URL.Query().Get("after") == "0" && failNext.CompareAndSwap(true, false) {
+						http.Error(w, `{"code":"unavailable","message":"injected"}`, http.StatusServiceUnavailable)
+						failed <- struct{}{}
+						return
+					}
+					next.ServeHTTP(w, r)
+				})
+			}
+			checkpoints := make(chan string, 10)
+			h := startRun(t, agent, func(ctx context.Context, tk Task) error {
+				checkpoints <- string(tk.Checkpoint)
+				if len(checkpoints) > 1 {
+					<-ctx.Done()
+					return nil
+				}
+				if _, err := tk.Commit(ctx, nil, nil, []byte("c1")); err != nil {
+					return err
+				}
+				failNext.Store(true)
+				agent.Fail("CommitAck", tc.ack) // c2 lands, its acknowledgement is lost
+				_, err := tk.Commit(ctx, nil, nil, []byte("c2"))
+				agent.Fail("CommitAck", nil)
+				return fmt.Errorf("commit: %w", err)
+			}, flaky)
+			if ev := h.expect("t1", EventStart, EventRestart)[1]; !errors.Is(ev.Err, tc.ack) {
+				t.Errorf("restart event %+v, want the error %v", ev, tc.ack)
+			}
+			h.expect("t1", EventStart)
+			select {
+			case <-failed:
+			default:
+				t.Fatal("the read of the checkpoint after the restart was not failed: the test did not inject its 503")
+			}
+			<-checkpoints
+			if got := <-checkpoints; got != "c2" {
+				t.Errorf("restarted from %q, want c2: the agent holds the commit whose acknowledgement was lost", got)
+			}
+		})
+	}
+}
+
+// TestRunRevokeEndsTheCheckpointRead: a task whose checkpoint cannot be
+// read after a 409 resume (every read fails) does not restart, and still
+// stops and is released when it is revoked meanwhile.
+func TestRunRevokeEndsTheCheckpointRead(t *testing.T) {
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1, Checkpoint: "c0"})
+	reads := make(chan struct{}, 100)
+	failing := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/assignment" && r.URL.Query().Get("after") == "0" && agent.Calls("Commit") > 0 {
+				http.Error(w, `{"code":"unavailable","message":"injected"}`, http.StatusServiceUnavailable)
+				select {
+				case reads <- struct{}{}:
+				default:
+				}
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := startRun(t, agent, func(ctx context.Context, tk Task) error {
+		agent.Fail("CommitAck", api.ErrResume)
+		_, err := tk.Commit(ctx, nil, nil, []byte("c1"))
+		agent.Fail("CommitAck", nil)
+		return fmt.Errorf("commit: %w", err)
+	}, failing)
+	h.expect("t1", EventStart, EventRestart)
+	<-reads
+	<-reads // retried
+	agent.Revoke("t1")
+	h.expect("t1", EventStop, EventRelease)
+}
