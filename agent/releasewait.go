@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"time"
 
 	"github.com/handoffhq/handoff/agent/group"
@@ -28,12 +29,34 @@ func (a *Agent) revokeDueLocked(t *task) bool {
 }
 
 // revokeApplied notes that this member applied a new revoke: the worker's
-// view is bumped once successorWait has passed, in case no report says the
-// successor is current before. It runs inside apply.
+// view is bumped once successorWait has passed (waitSuccessor), in case no
+// report says the successor is current before. It runs inside apply, under
+// a.mu: like a task's job, the wait is owned by the agent's bg group, none
+// starts once the agent stopped, and stopping it ends and waits for the
+// waits (stopAllTasks).
 func (a *Agent) revokeApplied(rv *revokeOrder) {
 	rv.since = time.Now()
 	a.lastRevoke.Store(rv.since.UnixNano())
-	time.AfterFunc(successorWait, a.viewChanged)
+	if a.bgCtx.Err() != nil {
+		return
+	}
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		a.waitSuccessor(a.bgCtx)
+	}()
+}
+
+// waitSuccessor bumps the worker's view once successorWait has passed,
+// unless ctx ends first (the agent stopped).
+func (a *Agent) waitSuccessor(ctx context.Context) {
+	t := time.NewTimer(successorWait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		a.viewChanged()
+	case <-ctx.Done():
+	}
 }
 
 // successorReported bumps the worker's view when p says that a task this

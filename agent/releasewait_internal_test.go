@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/handoffhq/handoff/agent/group"
@@ -43,4 +45,49 @@ func TestRevokeDueOnceTheSuccessorIsCurrent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRevokeWaitIsOwned: the bump of the worker's view successorWait after
+// a revoke comes from a wait the agent owns. It comes then and not before;
+// once the agent has stopped (stopAllTasks returned), none runs any more,
+// and a revoke applied after the stop starts none. It runs in a synctest
+// bubble, whose clock moves only when every goroutine in it is blocked:
+// the sleeps below move that clock, they wait for nothing.
+func TestRevokeWaitIsOwned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := &Agent{tasks: map[string]*task{}, changed: make(chan struct{})}
+		a.bgCtx, a.bgStop = context.WithCancel(context.Background())
+		revoke := func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.revokeApplied(&revokeOrder{target: "m2", epoch: 4})
+		}
+		// after returns the view's version once d has passed on the
+		// bubble's clock and every goroutine it woke is done.
+		after := func(d time.Duration) uint64 {
+			time.Sleep(d)
+			synctest.Wait()
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return a.version
+		}
+
+		revoke()
+		if v := after(successorWait - time.Millisecond); v != 0 {
+			t.Errorf("view version %d just before successorWait, want 0", v)
+		}
+		if v := after(2 * time.Millisecond); v != 1 {
+			t.Errorf("view version %d once successorWait passed, want 1: the wait bumps it", v)
+		}
+
+		revoke()
+		a.stopAllTasks()
+		if v := after(2 * successorWait); v != 1 {
+			t.Errorf("view version %d after the agent stopped, want 1: a revoke's wait ran after the stop", v)
+		}
+		revoke()
+		if v := after(2 * successorWait); v != 1 {
+			t.Errorf("view version %d after a revoke applied once the agent stopped, want 1: it started a wait", v)
+		}
+	})
 }

@@ -153,8 +153,10 @@ func (t Task) context(ctx context.Context) (context.Context, context.CancelFunc)
 // TaskFunc processes one task until ctx ends. When ctx ends with cause
 // ErrStopped it should stop consuming, commit what is pending (Task's
 // methods still work) and return. Returning an error restarts the task from
-// its latest checkpoint after a backoff, unless the error matches
-// ErrNotOwner: then the task is left alone until the agent's view changes.
+// its latest checkpoint after a backoff (the agent's, read again from
+// /assignment until it answers, since a commit whose acknowledgement was
+// lost is only in that one), unless the error matches ErrNotOwner: then the
+// task is left alone until the agent's view changes.
 // Returning nil without being stopped means the task has nothing more to do
 // here; it is released when revoked.
 type TaskFunc func(ctx context.Context, t Task) error
@@ -617,20 +619,38 @@ func (s *supervisor) call(t Task) (err error) {
 	return s.r.fn(s.ctx, t)
 }
 
-// latestCheckpoint asks the agent for the task's checkpoint; the one of the
-// last commit made through Task is the fallback. While the agent shows the
-// task as a learner at this epoch, it is being activated again (its copy
-// missed a commit and is catching up), and the checkpoint it will show
-// once active may be newer than any acknowledged here: wait for it.
+// latestCheckpoint asks the agent for the task's checkpoint. While the agent
+// shows the task as a learner at this epoch, it is being activated again
+// (its copy missed a commit and is catching up), and the checkpoint it will
+// show once active may be newer than any acknowledged here: wait for it.
+// The agent's checkpoint is the only one to trust: the run that failed may
+// have made a commit it was not told of (a 409 resume, a commit that timed
+// out), which the last checkpoint acknowledged here does not include, so a
+// read that fails is retried, with a backoff of at most a second, until the
+// agent answers or the task is stopped (then the last checkpoint committed
+// here is returned, for the stop event alone).
 func (s *supervisor) latestCheckpoint(tv api.TaskView) []byte {
 	_, last := s.run.last()
 	var after uint64
+	failures := 0
 	for {
 		v, err := s.r.c.Assignment(s.ctx, after, s.r.opts.PollWait)
-		if err != nil {
-			s.log.Debug().Err(err).Msg("read the task's checkpoint; using the last one committed here")
-			return last
+		if s.ctx.Err() != nil {
+			return last // stopped: the supervisor does not start the task again
 		}
+		if err != nil {
+			failures++
+			d := min(50*time.Millisecond<<min(failures, 10), time.Second)
+			s.log.Warn().Err(err).Dur(fieldBackoff, d).Msg("read the task's checkpoint; retrying")
+			after = 0
+			select {
+			case <-s.ctx.Done():
+				return last
+			case <-time.After(d):
+			}
+			continue
+		}
+		failures = 0
 		i := slices.IndexFunc(v.Tasks, func(t api.TaskView) bool { return t.ID == tv.ID && t.Epoch == tv.Epoch })
 		if i < 0 {
 			return last // the task left: the runner stops this supervisor
