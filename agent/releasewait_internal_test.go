@@ -65,7 +65,7 @@ func TestRevokeWaitIsOwned(t *testing.T) {
 		// after returns the view's version once d has passed on the
 		// bubble's clock and every goroutine it woke is done.
 		after := func(d time.Duration) uint64 {
-			time.Sleep(d)
+			time.Sleep(d) // allowed: it moves the bubble's fake clock
 			synctest.Wait()
 			a.mu.Lock()
 			defer a.mu.Unlock()
