@@ -108,6 +108,10 @@ type Options struct {
 	// the group's records show a history that is nowhere to be found
 	// (restore.ErrLost): the operator accepts that their state is lost.
 	AcceptStateLoss []string
+	// RecordCacheBytes bounds the record caches of the member's active
+	// tasks, all together (cache.go): 0 means DefaultRecordCacheBytes, a
+	// negative value turns them off.
+	RecordCacheBytes int64
 }
 
 // Agent is one member's sidecar. Open it, Run it, Close it. It holds what
@@ -129,21 +133,26 @@ type Agent struct {
 	// at once, to half the cores: the member's tailers, commits and API
 	// keep a core (restore.Limiter). Activations are not bounded.
 	learnerLimit *restore.Limiter
+	incoming     *incoming // holds the learners' slots while a task is handed over here (incoming.go)
 	snaps        *snapshotter
 	store        *statestore.Store
 	metrics      *metrics
+	caches       *recordCaches
 	progress     *progressBook
 	// progressSub is the subscription to the group's progress, held only
 	// while this member needs it (progress.go); progressKick makes the
 	// progress loop look now; groupAsked is when Group was last called
 	// (UnixNano).
-	progressSub  subscription
-	progressKick chan struct{}
-	groupAsked   atomic.Int64
-	incarnation  string
-	started      time.Time
-	owner        string
-	host         string
+	progressSub subscription
+	// successorSubs hear the successors of this member's direct revokes
+	// while it does not hear the whole group (progress.go).
+	successorSubs subscriptions
+	progressKick  chan struct{}
+	groupAsked    atomic.Int64
+	incarnation   string
+	started       time.Time
+	owner         string
+	host          string
 	// claim holds the member ID: every write of the member record goes
 	// through it (heartbeat.go).
 	claim *group.MemberClaim
@@ -176,6 +185,9 @@ type Agent struct {
 	// refreshed is when the member record was last refreshed (UnixNano;
 	// see sessionLive).
 	refreshed atomic.Int64
+	// lastRevoke is when this member last applied a new revoke (UnixNano;
+	// releasewait.go).
+	lastRevoke atomic.Int64
 
 	// leader is this member's leader state while it leads, nil otherwise.
 	leader atomic.Pointer[leader]
@@ -260,6 +272,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		replays.close()
 		return nil, err
 	}
+	learnerLimit := restore.NewLimiter(runtime.GOMAXPROCS(0) / 2)
 	a := &Agent{
 		opts:         opts,
 		log:          log,
@@ -269,7 +282,8 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		clog:         clog,
 		replays:      replays,
 		tails:        tails,
-		learnerLimit: restore.NewLimiter(runtime.GOMAXPROCS(0) / 2),
+		learnerLimit: learnerLimit,
+		incoming:     newIncoming(learnerLimit, log),
 		snaps:        snaps,
 		store:        store,
 		metrics:      newMetrics(opts.Registerer),
@@ -289,7 +303,11 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		a.closeOpened()
 		return nil, err
 	}
+	a.caches = newRecordCaches(recordCacheBytes(opts.RecordCacheBytes), a.metrics)
 	a.worker = newWorkerWatch(opts.RequireWorker, a.started)
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(newMemberCollector(a))
+	}
 	if opts.RequireWorker {
 		a.metrics.setWorkerState(assign.WorkerDetached)
 	}
@@ -420,8 +438,16 @@ func (a *Agent) stopAllTasks() {
 	// (startJobLocked), so the Wait below cannot race an Add.
 	a.mu.Lock()
 	a.bgStop()
+	// A stopped agent serves no task from memory: its reads, if any
+	// still come, go to the store.
+	for _, t := range a.tasks {
+		t.mu.Lock()
+		t.cache.drop()
+		t.mu.Unlock()
+	}
 	a.mu.Unlock()
 	a.bg.Wait()
+	a.incoming.clear()
 }
 
 // groupConfig is the group config in force, with each task's kind. It is

@@ -159,18 +159,8 @@ func TestFencedCommitReportsTakeover(t *testing.T) {
 	if _, err := m1.a.Commit(ctx, "orders-0", api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte("1")}}}); err != nil {
 		t.Fatalf("first commit: %v", err)
 	}
-	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, err := log.Last(ctx, "orders-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := log.Append(ctx, "orders-0", last, changelog.Entry{Kind: changelog.KindEpoch, Epoch: 99}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = m1.a.Commit(ctx, "orders-0", api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte("2")}}})
+	c.appendForeignMarker(ctx, "orders-0", 99)
+	_, err := m1.a.Commit(ctx, "orders-0", api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: []byte("2")}}})
 	if !errors.Is(err, api.ErrNotOwner) {
 		t.Fatalf("commit after a takeover: %v, want ErrNotOwner", err)
 	}
@@ -181,6 +171,23 @@ func TestFencedCommitReportsTakeover(t *testing.T) {
 		if tv.ID == "orders-0" && tv.Role == api.RoleActive {
 			t.Errorf("orders-0 still active in the view after the takeover")
 		}
+	}
+}
+
+// appendForeignMarker appends an epoch marker of another owner at epoch
+// to task's changelog, behind its owner's back.
+func (c *cluster) appendForeignMarker(ctx context.Context, task string, epoch uint64) {
+	c.t.Helper()
+	log, err := changelog.Open(ctx, c.js, changelog.Options{Group: c.group})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	last, err := log.Last(ctx, task)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := log.Append(ctx, task, last, changelog.Entry{Kind: changelog.KindEpoch, Epoch: epoch}); err != nil {
+		c.t.Fatal(err)
 	}
 }
 

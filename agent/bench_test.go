@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"net/http/httptest"
 	"sort"
 	"strconv"
@@ -13,10 +14,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/poll"
+	"github.com/handoffhq/handoff/internal/record"
 )
 
 // BenchmarkPlannedHandoff moves tasks to a joining member and back on its
@@ -35,7 +38,7 @@ func BenchmarkPlannedHandoff(b *testing.B) {
 	w1 := c.startWorker("m1")
 	poll.Eventually(b, 20*time.Second, "m1 running everything", func() error { return w1.running(c.view()) })
 
-	var events []client.Event
+	var events []record.Event
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		c.start("m2")
@@ -64,7 +67,7 @@ func BenchmarkPlannedHandoff(b *testing.B) {
 	b.StopTimer()
 	ev, _ := w1.snapshot()
 	events = append(events, ev...)
-	pauses := handoffPauses(events)
+	pauses := movePauses(events)
 	if testing.Verbose() {
 		for _, r := range events {
 			if r.Type == client.EventRelease || r.Type == client.EventStart {
@@ -178,4 +181,86 @@ func histogramQuantiles(b *testing.B, reg *prometheus.Registry, name string) (p5
 		}
 	}
 	return p50, p99, n
+}
+
+// BenchmarkHTTPStatePath is the worker's path to its state through the
+// HTTP API, one task of 10,000 keys of 100 B, with the record cache off and
+// on, in turns: "get" is a batch get of the distinct keys of 100 events on
+// zipf keys (binary); "rmw" the read-modify-write worker's batch, that get
+// and then a commit of the keys' new values. Its keys/s and events/s, and
+// the CPU it reports, are the agent's, the client's and the embedded
+// server's together.
+//
+//	go test ./agent -run XXX -bench HTTPStatePath -benchtime 2000x -count 3
+func BenchmarkHTTPStatePath(b *testing.B) {
+	const keys = 10_000
+	for _, op := range []string{"get", "rmw"} {
+		for _, cache := range []string{"off", "on"} {
+			b.Run(fmt.Sprintf("op=%s/cache=%s", op, cache), func(b *testing.B) {
+				c := newCluster(b, testConfig("orders-0", ""))
+				if cache == "off" {
+					c.agentOptions = func(_ string, o *agent.Options) { o.RecordCacheBytes = -1 }
+				}
+				c.start("m1")
+				srv := httptest.NewServer(httpapi.New(c.members["m1"].a, httpapi.Options{}).Handler())
+				defer srv.Close()
+				cl := client.New(srv.URL)
+				poll.Eventually(b, 20*time.Second, "task active", func() error { return c.activeEverywhere(c.view()) })
+				ctx := context.Background()
+				key := func(i uint64) []byte { return fmt.Appendf(nil, "key-%014d", i) }
+				for i := uint64(0); i < keys; i += 1000 {
+					puts := make([]api.KV, 1000)
+					for j := range puts {
+						puts[j] = api.KV{Key: key(i + uint64(j)), Value: make([]byte, 100)}
+					}
+					if _, err := cl.Commit(ctx, "orders-0", api.CommitRequest{Puts: puts}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				zipf := rand.NewZipf(rand.New(rand.NewSource(1)), 1.01, 1, keys-1)
+				batch := func() [][]byte {
+					seen := map[uint64]bool{}
+					var ks [][]byte
+					for range 100 {
+						if k := zipf.Uint64() * 7919 % keys; !seen[k] {
+							seen[k] = true
+							ks = append(ks, key(k))
+						}
+					}
+					return ks
+				}
+				for range 200 { // warm: the cache, and Pebble's own
+					if _, err := cl.GetMany(ctx, "orders-0", batch()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				read := 0
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					ks := batch()
+					read += len(ks)
+					vals, err := cl.GetMany(ctx, "orders-0", ks)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if op == "get" {
+						continue
+					}
+					puts := make([]api.KV, len(ks))
+					for j, k := range ks {
+						v := append([]byte(nil), vals[j]...)
+						v[0]++
+						puts[j] = api.KV{Key: k, Value: v}
+					}
+					if _, err := cl.Commit(ctx, "orders-0", api.CommitRequest{Puts: puts}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(read)/b.Elapsed().Seconds(), "keys/s")
+				if op == "rmw" {
+					b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "events/s")
+				}
+			})
+		}
+	}
 }

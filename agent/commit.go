@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/restore"
-	"github.com/handoffhq/handoff/statestore"
 )
 
 // taskState is a copy of a task's state, read under its lock.
@@ -17,12 +17,13 @@ type taskState struct {
 	phase    taskPhase
 	epoch    uint64
 	revoking bool
+	cache    *recordCache // nil unless active, or with the caches off
 }
 
 func (t *task) state() taskState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return taskState{phase: t.phase, epoch: t.epoch, revoking: t.revoke != nil}
+	return taskState{phase: t.phase, epoch: t.epoch, revoking: t.revoke != nil, cache: t.cache}
 }
 
 // activeTask returns the runtime of a task the worker may use and a copy
@@ -57,14 +58,14 @@ func (a *Agent) activeTask(id string) (*task, taskState, error) {
 // A task becoming active again because its store missed a commit on a
 // full disk waits for space: its commits are refused as the full disk's
 // are (503), not as a task owned elsewhere's.
-func (a *Agent) committable(id string) (*task, error) {
+func (a *Agent) committable(id string) (*task, taskState, error) {
 	t, st, err := a.activeTask(id)
 	if err != nil && st.phase == phaseActivating {
 		if werr := a.store.Writable(); werr != nil {
-			return nil, fmt.Errorf("%w: the local store of member %s takes no writes (%w); task %s becomes active again once it does: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, werr, id)
+			return nil, st, fmt.Errorf("%w: the local store of member %s takes no writes (%w); task %s becomes active again once it does: retry once /readyz answers ready", api.ErrUnavailable, a.opts.MemberID, werr, id)
 		}
 	}
-	return t, err
+	return t, st, err
 }
 
 // Commit implements httpapi.Backend: fenced append, then apply, then
@@ -72,7 +73,7 @@ func (a *Agent) committable(id string) (*task, error) {
 // state lock is held only to read the state, so views, generations and
 // other tasks never wait on an append.
 func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (api.CommitResult, error) {
-	t, err := a.committable(id)
+	t, _, err := a.committable(id)
 	if err != nil {
 		return api.CommitResult{}, err
 	}
@@ -80,10 +81,10 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 	defer t.commitMu.Unlock()
 	// Read the state again under the commit lock: a release may have
 	// happened while this commit waited for the one before it.
-	if t, err = a.committable(id); err != nil {
+	t, st, err := a.committable(id)
+	if err != nil {
 		return api.CommitResult{}, err
 	}
-	st := t.state()
 	switch {
 	case !t.stateful:
 		return api.CommitResult{}, fmt.Errorf("%w: task %s is stateless: it has no state to commit", api.ErrInvalid, id)
@@ -99,25 +100,19 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 	if err := a.recordCommitted(ctx, id, st.epoch); err != nil {
 		return api.CommitResult{}, fmt.Errorf("%w: %w; nothing was written: retry", api.ErrUnavailable, err)
 	}
-	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes}
-	if len(req.Puts) > 0 {
-		e.Puts = make([]statestore.KV, len(req.Puts))
-		for i, kv := range req.Puts {
-			e.Puts[i] = statestore.KV{Key: kv.Key, Value: kv.Value}
-		}
-	}
+	e := changelog.Entry{Kind: changelog.KindCommit, Epoch: st.epoch, Checkpoint: req.Checkpoint, Deletes: req.Deletes, Puts: changelogPuts(req.Puts)}
 	t0 := time.Now()
 	seq, err := a.clog.Append(ctx, id, t.lastSeq, e)
 	switch {
 	case errors.Is(err, changelog.ErrFenced):
-		return api.CommitResult{}, a.fencedCommit(ctx, t, st.epoch)
+		return api.CommitResult{}, a.fencedCommit(ctx, t, st.epoch, st.cache)
 	case errors.Is(err, changelog.ErrTooLarge):
 		return api.CommitResult{}, fmt.Errorf("%w: %w; split the commit", api.ErrTooLarge, err)
 	case err != nil:
 		return api.CommitResult{}, fmt.Errorf("%w: append to the changelog of %s: %w; the commit may or may not have landed: retry it (if it landed, the retry is refused with 409 resume)", api.ErrUnavailable, id, err)
 	}
 	t.lastSeq = seq
-	if err := a.store.Apply(id, restore.Commit(e, seq)); err != nil {
+	if err := a.applyCommit(id, st.cache, e, seq); err != nil {
 		// The commit is durable in the changelog but the local copy missed
 		// it: stop serving until an activation has replayed it.
 		a.log.Error().Err(err).Str(fTask, id).Uint64(fSeq, seq).Msg("apply a commit that is in the changelog; activating the task again")
@@ -125,11 +120,44 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 		return api.CommitResult{}, fmt.Errorf("%w: commit %d of %s is in the changelog but was not applied locally (%w); the agent replays it: don't retry the commit, restart the task from the checkpoint in /assignment once it is active again", api.ErrResume, seq, id, err)
 	}
 	t.applied.Store(seq)
+	a.incoming.done(id) // a hand-off to this member ends with its first commit
 	a.snapshotCommitted(id, st.epoch)
 	a.metrics.commits.Inc()
 	a.metrics.commitRecords.Add(float64(len(req.Puts) + len(req.Deletes)))
 	a.metrics.commitSeconds.Observe(time.Since(t0).Seconds())
 	return api.CommitResult{Task: id, Seq: seq, Epoch: st.epoch}, nil
+}
+
+// The worker's puts and the changelog's are the same struct but for its
+// field tags, which a conversion ignores: this one compiles only while
+// that holds.
+var _ = changelog.KV(api.KV{})
+
+// changelogPuts returns puts as the changelog's (and the store's) KV, in
+// the same memory: the two types are the same struct but for their tags
+// (checked above), so they have one layout.
+func changelogPuts(puts []api.KV) []changelog.KV {
+	if len(puts) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*changelog.KV)(unsafe.Pointer(unsafe.SliceData(puts))), len(puts))
+}
+
+// applyCommit applies a commit of the task's own, appended at seq, to the
+// local store and to the task's record cache c (nil: none), in one critical
+// section of the cache: no read of the task sees the store and the cache
+// disagree. Callers hold the task's commitMu.
+func (a *Agent) applyCommit(id string, c *recordCache, e changelog.Entry, seq uint64) error {
+	if c == nil {
+		return a.store.Apply(id, restore.Commit(e, seq))
+	}
+	c.applying.Lock()
+	defer c.applying.Unlock()
+	if err := a.store.Apply(id, restore.Commit(e, seq)); err != nil {
+		return err // the task activates again: its cache goes with its phase
+	}
+	c.update(e.Puts, e.Deletes)
+	return nil
 }
 
 // reactivate runs the activation of t at epoch again, when its local copy
@@ -138,10 +166,8 @@ func (a *Agent) Commit(ctx context.Context, id string, req api.CommitRequest) (a
 // worker may use the task again, without waiting for a new generation.
 // Callers may hold t.commitMu (the activation takes it only to finish).
 func (a *Agent) reactivate(t *task, epoch uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	l := a.lockTasks(false, t)
+	defer l.unlock()
 	if t.epoch == epoch {
 		a.apply(t, change{ev: evReactivate})
 	}
@@ -152,9 +178,20 @@ func (a *Agent) reactivate(t *task, epoch uint64) {
 // earlier append of this owner landed although its acknowledgement was lost
 // (a NATS restart or a timeout): then the store catches up with it and the
 // worker is told to resume from the checkpoint, which includes it, so that
-// nothing is applied twice. Callers hold t.commitMu (only).
-func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64) error {
-	if err := a.catchUp(ctx, t); err != nil {
+// nothing is applied twice. c is the task's record cache (nil: none): the
+// catch-up may apply a commit of the owner's own that the cache never saw,
+// so the cache starts afresh, and no read fills it meanwhile. Callers hold
+// t.commitMu (only).
+func (a *Agent) fencedCommit(ctx context.Context, t *task, epoch uint64, c *recordCache) error {
+	if c != nil {
+		c.applying.Lock()
+	}
+	err := a.catchUp(ctx, t)
+	if c != nil {
+		c.clear()
+		c.applying.Unlock()
+	}
+	if err != nil {
 		return fmt.Errorf("%w: commit of %s conflicted and the changelog could not be read (%w); retry", api.ErrUnavailable, t.id, err)
 	}
 	meta, _, err := a.store.Meta(t.id)

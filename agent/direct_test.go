@@ -54,6 +54,21 @@ func (c *cluster) releaseRevoked(id string) {
 	}
 }
 
+// handOver releases rv's task on its owner, as its worker would, and
+// waits for m3 to serve it at the revoke's epoch.
+func (c *cluster) handOver(rv revoke) {
+	c.t.Helper()
+	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
+		c.t.Fatal(err)
+	}
+	poll.Eventually(c.t, 10*time.Second, "m3 serving "+rv.task, func() error {
+		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
+			return fmt.Errorf("m3 shows %s active %v at epoch %d, want epoch %d", rv.task, ok, e, rv.next)
+		}
+		return nil
+	})
+}
+
 // revoke is a pending direct revoke of a task.
 type revoke struct {
 	task, owner string
@@ -187,15 +202,7 @@ func TestDirectHandoff(t *testing.T) {
 	c := directCluster(t)
 	rv := c.revokedTo("m3", "m1", "m2")
 	c.commits(rv.owner, rv.task, "a", 3)
-	if _, err := c.members[rv.owner].a.Release(context.Background(), rv.task, rv.epoch); err != nil {
-		t.Fatal(err)
-	}
-	poll.Eventually(t, 10*time.Second, "m3 serving "+rv.task, func() error {
-		if e, ok := c.activeAt("m3", rv.task); !ok || e != rv.next {
-			return fmt.Errorf("m3 shows %s active %v at epoch %d, want epoch %d", rv.task, ok, e, rv.next)
-		}
-		return nil
-	})
+	c.handOver(rv)
 	c.hasKeys("m3", rv.task, "a", 3)
 	c.commits("m3", rv.task, "b", 2)
 	if _, err := c.members[rv.owner].a.Commit(context.Background(), rv.task, api.CommitRequest{}); !errors.Is(err, api.ErrNotOwner) {
@@ -417,4 +424,26 @@ func TestDirectHandoffOwnerCrashesAfterAppend(t *testing.T) {
 	}
 	c.hasKeys("m3", rv.task, "a", 3)
 	c.chain(rv.task)
+}
+
+// TestDirectHandoffHoldsTheSuccessorsCatchUps: from the revoke that hands
+// a task to m3 (or, in eager mode, from m3's learner catching up) until m3
+// has taken the task over and committed to it, m3's catch-ups yield to the
+// hand-off: they are held, and the hold ends with m3's first commit.
+func TestDirectHandoffHoldsTheSuccessorsCatchUps(t *testing.T) {
+	defer agent.SetIncomingHold(time.Hour)() // the test's release comes when it likes
+	c := directCluster(t)
+	rv := c.revokedTo("m3", "m1", "m2")
+	m3 := c.members["m3"].a
+	poll.Eventually(t, 10*time.Second, "m3's catch-ups held for "+rv.task, func() error {
+		if incoming, held := agent.Incoming(m3, rv.task); !incoming || !held {
+			return fmt.Errorf("m3: %s incoming %v, catch-ups held %v", rv.task, incoming, held)
+		}
+		return nil
+	})
+	c.handOver(rv)
+	c.commits("m3", rv.task, "b", 1)
+	if incoming, _ := agent.Incoming(m3, rv.task); incoming {
+		t.Errorf("m3 still holds its catch-ups for %s after its first commit", rv.task)
+	}
 }

@@ -26,6 +26,8 @@ var docPackages = map[string]string{
 	"api":        "../api",
 	"sidecar":    "../internal/sidecar",
 	"fence":      "../internal/fence",
+	"record":     "../internal/record",
+	"cluster":    "../internal/cluster",
 }
 
 // TestArchitectureNamesExist: every name docs/ARCHITECTURE.md gives as
@@ -47,6 +49,33 @@ func TestArchitectureNamesExist(t *testing.T) {
 			t.Errorf("%s names %s, but package %s (%s) declares no %s", architecture, n, pkg, docPackages[pkg], rest)
 		}
 	}
+	own := declaredNames(t, ".")
+	for _, n := range localNames(readArchitecture(t), own) {
+		if !own[n] {
+			t.Errorf("%s names %s, a member of the agent package's type, which declares no %s", architecture, n, n)
+		}
+	}
+}
+
+// localField is a code span that names a member of a type unqualified, as
+// the page's table of locks does (task.mu, Agent.conf).
+var localField = regexp.MustCompile(`^([A-Za-z]\w*)\.([A-Za-z_]\w*)$`)
+
+// localNames returns the code spans of doc that name a member of one of
+// the types decls declares, unqualified (Type.member); file names
+// (leader.go) are not such names.
+func localNames(doc string, decls map[string]bool) []string {
+	var out []string
+	for _, m := range codeSpan.FindAllStringSubmatch(doc, -1) {
+		f := localField.FindStringSubmatch(m[1])
+		if f == nil || !decls[f[1]] || slices.Contains([]string{"go", "md"}, f[2]) {
+			continue
+		}
+		if _, ok := docPackages[f[1]]; !ok {
+			out = append(out, m[1])
+		}
+	}
+	return out
 }
 
 // TestArchitectureNamesMissing: the check above fails on a name that does
@@ -55,6 +84,9 @@ func TestArchitectureNamesMissing(t *testing.T) {
 	names := docNames(t, "see `agent.Agent.noSuchStep` and\n```mermaid\nsequenceDiagram\n  A->>B: restore.Replayer.Run\n```\n")
 	if !slices.Equal(names, []string{"agent.Agent.noSuchStep", "restore.Replayer.Run"}) {
 		t.Fatalf("docNames = %v", names)
+	}
+	if got := localNames("`task.noSuchLock` guards `leader.go`; `Agent.mu`, `agent.Agent.apply`", declaredNames(t, ".")); !slices.Equal(got, []string{"task.noSuchLock", "Agent.mu"}) {
+		t.Fatalf("localNames = %v", got)
 	}
 	if declaredNames(t, ".")["Agent.noSuchStep"] {
 		t.Fatal("a name that does not exist was found declared")

@@ -126,6 +126,7 @@ func (a *Agent) holdLease(ctx context.Context, l *group.Lease) error {
 	a.log.Info().Uint64(fRevision, l.Revision()).Msg("elected leader")
 	a.metrics.leader.Set(1)
 	defer a.metrics.leader.Set(0)
+	defer a.metrics.stopLeading()
 	ld := newLeader(a, l)
 	a.leader.Store(ld)
 	a.kickProgress() // the leader hears the group's progress

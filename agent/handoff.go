@@ -153,7 +153,7 @@ func (a *Agent) appendRelease(ctx context.Context, t *task, rv revokeOrder, epoc
 		case next.Entry.Kind == changelog.KindRelease && next.Entry.Successor == rv.target && next.Entry.Epoch == rv.epoch:
 			return next.Seq, nil // an earlier attempt landed
 		default:
-			return 0, a.fencedCommit(ctx, t, epoch)
+			return 0, a.fencedCommit(ctx, t, epoch, t.state().cache)
 		}
 	}
 	return 0, fmt.Errorf("%w: append the release entry of task %s: %w; nothing was released: retry the release", api.ErrUnavailable, t.id, err)

@@ -246,6 +246,7 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 	a.metrics.planSeconds.Observe(planned.Seconds())
 	if !res.Changed {
 		if ld.current.Generation > 0 && ld.pub.Covers(ids) {
+			a.metrics.setLeading(len(ids), ld.current)
 			return res.NextDeadline, nil
 		}
 		// Nothing moves, but a member joined or left (or the group is new):
@@ -267,6 +268,7 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 			Str("reason", m.Reason).Uint64(fGeneration, res.Assignment.Generation).Msg("plan")
 	}
 	ld.current = res.Assignment
+	a.metrics.setLeading(len(ids), ld.current)
 	ld.track()
 	ld.observePromotions(res.Moves)
 	if activates(res.Moves) {

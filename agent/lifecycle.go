@@ -190,9 +190,11 @@ type change struct {
 // apply moves t by c.ev and does what the event does besides, in one
 // place: the jobs it starts and stops, the state it sets, the worker's view
 // and the member record it changes. It is the only writer of t's phase,
-// epoch, revoke, release, takeover, forWorker and job (a test checks it).
-// It reports whether the event was legal in t's phase; an illegal one
-// changes nothing. Callers hold a.mu and t.mu, and for ready and take over
+// epoch, revoke, release, takeover, forWorker, job and record cache (a
+// test checks it): a stateful task entering phase active gets an empty
+// cache, one leaving it loses its cache, whatever the event. It reports
+// whether the event was legal in t's phase; an illegal one changes
+// nothing. Callers hold a.mu and t.mu, and for ready and take over
 // (which set lastSeq) t.commitMu too.
 func (a *Agent) apply(t *task, c change) bool {
 	from := t.phase
@@ -224,6 +226,7 @@ func (a *Agent) apply(t *task, c change) bool {
 		})
 		a.bumpViewLocked()
 	case evReady:
+		a.incoming.owned(t.id) // a hand-off through the leader, until its first commit
 		t.lastSeq = c.seq
 		if c.seq > 0 {
 			t.applied.Store(c.seq)
@@ -241,6 +244,7 @@ func (a *Agent) apply(t *task, c change) bool {
 		// or an activation that met it or waits for that tailer: each ends
 		// by itself.
 		a.metrics.directTakeovers.Inc()
+		a.incoming.owned(t.id) // until the new owner's first commit
 		a.metrics.learnerLag.DeleteLabelValues(t.id)
 		a.metrics.restoreRate.DeleteLabelValues(t.id)
 		a.bumpViewLocked()
@@ -255,22 +259,44 @@ func (a *Agent) apply(t *task, c change) bool {
 		t.release, t.forWorker = nil, false
 		a.bumpViewLocked()
 	case evLose:
+		a.incoming.done(t.id)
 		a.metrics.fenced.Inc()
 		a.bumpViewLocked()
 	case evDrop:
 		t.revoke, t.release, t.takeover, t.forWorker = nil, nil, nil, false
 		t.job.stop()
+		a.incoming.done(t.id)
 		a.metrics.learnerLag.DeleteLabelValues(t.id)
 		a.metrics.restoreRate.DeleteLabelValues(t.id)
 	case evKeep:
 		// The generation shows the task here at its epoch: a takeover is
 		// recorded.
+		if c.revoke != nil {
+			if t.revoke != nil && t.revoke.target == c.revoke.target && t.revoke.epoch == c.revoke.epoch {
+				c.revoke.since = t.revoke.since
+			} else {
+				a.revokeApplied(c.revoke)
+			}
+		}
 		t.takeover, t.revoke, t.release, t.forWorker = nil, c.revoke, c.release, c.forWorker
 	case evReleaseStands:
 		t.release = c.release
 		a.kickHeartbeat()
 	case evWorkerBack:
 		t.forWorker = false
+	}
+	switch {
+	case t.phase == phaseActive && from != phaseActive:
+		// Active at one epoch, from here until the task leaves the
+		// phase: only its commits write its state meanwhile.
+		t.cache.drop()
+		t.cache = nil
+		if t.stateful {
+			t.cache = a.caches.open()
+		}
+	case t.phase != phaseActive && t.cache != nil:
+		t.cache.drop()
+		t.cache = nil
 	}
 	return true
 }
@@ -324,6 +350,8 @@ func (a *Agent) startJobLocked(t *task, start jobStart, fn func(ctx context.Cont
 
 // revokeOrder is a generation's revoke of a task from this member.
 type revokeOrder struct {
+	// since is when this member first applied the revoke.
+	since time.Time
 	// target is the member that takes the task over ("" for nobody).
 	target string
 	// epoch is the epoch target takes when the revoke asks for a direct

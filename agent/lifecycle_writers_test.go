@@ -13,7 +13,7 @@ import (
 
 // lifecycleFields are the fields of a task's runtime that only Agent.apply
 // (lifecycle.go) writes.
-var lifecycleFields = []string{"phase", "epoch", "revoke", "release", "takeover", "forWorker", "job"}
+var lifecycleFields = []string{"phase", "epoch", "revoke", "release", "takeover", "forWorker", "job", "cache"}
 
 // TestOnlyApplyWritesTaskState parses and type-checks the agent package
 // (without its tests) and fails on every assignment to one of

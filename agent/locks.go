@@ -8,7 +8,9 @@ import (
 // taskLocks holds the locks of one or more tasks, taken in their order
 // (docs/ARCHITECTURE.md, "Locks"): each task's commitMu when asked for, then
 // a.mu, then each task's mu; tasks by ID. It is the one place that order is
-// written out. Its methods are for the goroutine that took the locks.
+// written out. (A task's record cache lock, recordCache.applying, falls
+// between its commitMu and a.mu; the commit path takes it, never under
+// these.) Its methods are for the goroutine that took the locks.
 type taskLocks struct {
 	a      *Agent
 	ts     []*task

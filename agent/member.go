@@ -209,6 +209,7 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord, w
 	for id, d := range want {
 		a.reconcileLocked(id, d, g.Generation)
 	}
+	a.expectIncomingLocked(g.Incoming[a.opts.MemberID])
 	a.metrics.generation.Set(float64(g.Generation))
 	a.bumpViewLocked()
 	if !maps.Equal(before, a.handoverRecordsLocked()) {
@@ -218,6 +219,26 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord, w
 		a.kickHeartbeat()
 	}
 	return nil
+}
+
+// expectIncomingLocked tells incoming which of ids, the tasks a generation
+// says are being handed over to this member directly, are still to come:
+// those it tails. Callers hold a.mu.
+func (a *Agent) expectIncomingLocked(ids []string) {
+	var coming []string
+	for _, id := range ids {
+		t, ok := a.tasks[id]
+		if !ok {
+			continue
+		}
+		t.mu.Lock()
+		tailing := t.phase.tailing()
+		t.mu.Unlock()
+		if tailing {
+			coming = append(coming, id)
+		}
+	}
+	a.incoming.expect(coming)
 }
 
 // handoverRecord is what the member record says of one task's hand-off.

@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/api"
 )
 
 // metrics are the agent's Prometheus metrics. docs/metrics.md lists them;
@@ -41,6 +44,16 @@ type metrics struct {
 	reads                           *prometheus.CounterVec
 	readsGet, readsBatch, readsScan prometheus.Counter
 	readKeys                        prometheus.Counter
+	// cacheHits and cacheMisses count the keys the worker's reads found
+	// in its task's record cache and did not; cacheHeld is what the
+	// record caches hold, in bytes (cache.go).
+	cacheHits, cacheMisses prometheus.Counter
+	cacheHeld              atomic.Int64
+	// groupMembers and unownedTasks are the leader's: the live members it
+	// plans for, and the tasks its assignment gives no active owner. 0 on
+	// the other members.
+	groupMembers prometheus.Gauge
+	unownedTasks prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -125,16 +138,98 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "handoff_state_read_keys_total",
 			Help: "Keys the worker's reads asked for (a scan: the items it returned).",
 		}),
+		groupMembers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "handoff_group_members",
+			Help: "On the leader: the group's live members it plans for (0 on the other members: take the max over the group).",
+		}),
+		unownedTasks: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "handoff_unowned_tasks",
+			Help: "On the leader: the group's tasks that its assignment gives no active owner, because no live member can take them (0 on the other members: take the max over the group).",
+		}),
 	}
+	m.cacheHits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "handoff_record_cache_hits_total",
+		Help: "Keys the worker's reads (single and batch gets) found in its active task's record cache.",
+	})
+	m.cacheMisses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "handoff_record_cache_misses_total",
+		Help: "Keys the worker's reads (single and batch gets) did not find in its active task's record cache and read from the local store.",
+	})
+	cacheBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "handoff_record_cache_bytes",
+		Help: "Bytes the record caches of this member's active tasks hold: keys, values and bookkeeping (bounded by --store-record-cache-mb).",
+	}, func() float64 { return float64(m.cacheHeld.Load()) })
 	// The children, made once: a read only adds to them.
 	m.readsGet, m.readsBatch, m.readsScan = m.reads.WithLabelValues("get"), m.reads.WithLabelValues("batch"), m.reads.WithLabelValues("scan")
 	if reg != nil {
-		reg.MustRegister(m.reads, m.readKeys)
+		reg.MustRegister(m.reads, m.readKeys, m.cacheHits, m.cacheMisses, cacheBytes)
 		reg.MustRegister(m.handoffPause, m.learnerLag, m.restoreRate, m.commits, m.commitRecords,
 			m.commitSeconds, m.fenced, m.directTakeovers, m.activationReplayed, m.generation, m.leader, m.planSeconds, m.promotionDelay,
-			m.storeRebuilds, m.restoreRefused, m.workerState, m.workerLostTasks)
+			m.storeRebuilds, m.restoreRefused, m.workerState, m.workerLostTasks, m.groupMembers, m.unownedTasks)
 	}
 	return m
+}
+
+// setLeading sets the leader's gauges from the assignment it published and
+// the members it planned for.
+func (m *metrics) setLeading(members int, a assign.Assignment) {
+	unowned := 0
+	for _, ta := range a.Tasks {
+		if ta.Active == "" {
+			unowned++
+		}
+	}
+	m.groupMembers.Set(float64(members))
+	m.unownedTasks.Set(float64(unowned))
+}
+
+// stopLeading clears the leader's gauges once this member no longer leads.
+func (m *metrics) stopLeading() {
+	m.groupMembers.Set(0)
+	m.unownedTasks.Set(0)
+}
+
+// memberCollector reports, at each scrape, what the member's view and
+// store say now: the tasks it holds by role, and whether its store takes
+// writes. Reading them when scraped keeps them off the paths that change
+// them.
+type memberCollector struct {
+	a               *Agent
+	tasks, writable *prometheus.Desc
+}
+
+func newMemberCollector(a *Agent) memberCollector {
+	return memberCollector{
+		a: a,
+		tasks: prometheus.NewDesc("handoff_tasks",
+			"Tasks this member holds, by role: active (its worker processes them; revoked ones included until released), learner or standby.",
+			[]string{"role"}, nil),
+		writable: prometheus.NewDesc("handoff_store_writable",
+			"1 while the local store takes writes; 0 while it refuses them (its disk is short of space, or it failed): commits are answered 503 and /readyz is not ready.",
+			nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c memberCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.tasks
+	ch <- c.writable
+}
+
+// Collect implements prometheus.Collector.
+func (c memberCollector) Collect(ch chan<- prometheus.Metric) {
+	count := map[string]int{}
+	for _, tv := range c.a.Assignment().Tasks {
+		count[tv.Role]++
+	}
+	for _, role := range []string{api.RoleActive, api.RoleLearner, api.RoleStandby} {
+		ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(count[role]), role)
+	}
+	writable := 1.0
+	if c.a.store.Writable() != nil {
+		writable = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.writable, prometheus.GaugeValue, writable)
 }
 
 // setWorkerState makes s the worker's one current state.

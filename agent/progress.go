@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -136,6 +137,7 @@ const progressWanted = time.Minute
 // of every learner in the group would reach every member.
 func (a *Agent) runProgress(ctx context.Context) error {
 	defer a.progressSub.stop()
+	defer func() { _ = a.successorSubs.set(nil, nil) }()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -163,18 +165,81 @@ func (a *Agent) followProgress() error {
 	a.mu.Unlock()
 	asked := time.Since(time.Unix(0, a.groupAsked.Load())) < progressWanted
 	if a.leader.Load() != nil || leaving || asked {
+		a.successorSubs.set(nil, nil)
 		return a.progressSub.start(func() (func(), error) {
-			return group.WatchProgress(a.nc, a.opts.Group, func(p group.Progress) {
-				if p.Member != a.opts.MemberID {
-					a.progress.add(p)
-				}
-			})
+			return group.WatchProgress(a.nc, a.opts.Group, a.heardProgress)
 		})
 	}
 	if a.progressSub.stop() {
 		a.progress.forgetOthers(a.opts.MemberID)
 	}
-	return nil
+	// A member handing tasks over directly hears its successors alone
+	// (revokeDueLocked waits for their copies to be current).
+	return a.successorSubs.set(a.revokeTargets(), func(member string) (func(), error) {
+		return group.WatchMemberProgress(a.nc, a.opts.Group, member, a.heardProgress)
+	})
+}
+
+// heardProgress takes another member's report.
+func (a *Agent) heardProgress(p group.Progress) {
+	if p.Member != a.opts.MemberID {
+		a.progress.add(p)
+		a.successorReported(p)
+	}
+}
+
+// revokeTargets returns the successors of this member's direct revokes of
+// stateful tasks that wait for their successor's report (revokeDueLocked).
+func (a *Agent) revokeTargets() map[string]bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out map[string]bool
+	for _, t := range a.tasks {
+		t.mu.Lock()
+		if rv := t.revoke; rv != nil && t.stateful && rv.target != "" && rv.epoch != 0 && time.Since(rv.since) < successorWait {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[rv.target] = true
+		}
+		t.mu.Unlock()
+	}
+	return out
+}
+
+// subscriptions are subscriptions by member, made and ended as needed.
+type subscriptions struct {
+	mu     sync.Mutex
+	cancel map[string]func()
+}
+
+// set holds a subscription, made with sub, for each of members, and ends
+// the others; sub may be nil when members is empty.
+func (s *subscriptions) set(members map[string]bool, sub func(member string) (func(), error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for m, cancel := range s.cancel {
+		if !members[m] {
+			cancel()
+			delete(s.cancel, m)
+		}
+	}
+	var errs []error
+	for m := range members {
+		if _, ok := s.cancel[m]; ok {
+			continue
+		}
+		cancel, err := sub(m)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if s.cancel == nil {
+			s.cancel = map[string]func(){}
+		}
+		s.cancel[m] = cancel
+	}
+	return errors.Join(errs...)
 }
 
 // hearProgress makes this member hear the group's progress for a while,

@@ -11,17 +11,24 @@ import (
 // The worker's reads of its tasks' state. They take no lock of the task's
 // beyond reading its phase: a read runs beside the task's commits, and
 // sees each commit whole or not at all (the store applies one in one
-// batch).
+// batch). Single and batch gets of an active task go through its record
+// cache (cache.go), which waits for a commit's apply under way; scans read
+// the store, which is never behind the cache, and fill nothing.
 
 // Get implements httpapi.Backend.
 func (a *Agent) Get(id string, key []byte) ([]byte, error) {
-	t, err := a.readableTask(id)
+	t, c, err := a.readableTask(id)
 	if err != nil {
 		return nil, err
 	}
 	a.metrics.readsGet.Inc()
 	a.metrics.readKeys.Inc()
-	v, err := a.store.Get(id, key)
+	var v []byte
+	if c != nil {
+		v, err = c.get(a.store, id, key)
+	} else {
+		v, err = a.store.Get(id, key)
+	}
 	if errors.Is(err, statestore.ErrNotFound) {
 		return nil, fmt.Errorf("%w: task %s has no key %q", api.ErrNotFound, t.id, key)
 	}
@@ -34,10 +41,16 @@ func (a *Agent) Get(id string, key []byte) ([]byte, error) {
 // GetMany implements httpapi.Backend: the values of keys, read from one
 // snapshot of the store.
 func (a *Agent) GetMany(id string, keys [][]byte, maxBytes int) ([][]byte, error) {
-	if _, err := a.readableTask(id); err != nil {
+	_, c, err := a.readableTask(id)
+	if err != nil {
 		return nil, err
 	}
-	vals, err := a.store.GetMany(id, keys, maxBytes)
+	var vals [][]byte
+	if c != nil {
+		vals, err = c.getMany(a.store, id, keys, maxBytes)
+	} else {
+		vals, err = a.store.GetMany(id, keys, maxBytes)
+	}
 	if errors.Is(err, statestore.ErrTooLarge) {
 		return nil, fmt.Errorf("%w: the values of these %d keys of task %s total more than %d bytes; ask for fewer keys at a time", api.ErrTooLarge, len(keys), id, maxBytes)
 	}
@@ -51,7 +64,7 @@ func (a *Agent) GetMany(id string, keys [][]byte, maxBytes int) ([][]byte, error
 
 // Scan implements httpapi.Backend.
 func (a *Agent) Scan(id string, o api.ScanOptions) ([]api.KV, error) {
-	if _, err := a.readableTask(id); err != nil {
+	if _, _, err := a.readableTask(id); err != nil {
 		return nil, err
 	}
 	kvs, err := a.store.Scan(id, statestore.ScanOptions{Prefix: o.Prefix, Start: o.Start, Limit: o.Limit})
@@ -79,14 +92,15 @@ func (a *Agent) readFailed(id string, err error) error {
 }
 
 // readableTask checks that the worker may read a task's state: it is
-// active here and current.
-func (a *Agent) readableTask(id string) (*task, error) {
-	t, _, err := a.activeTask(id)
+// active here and current. It returns the task and its record cache (nil
+// when it has none: released, or the caches are off).
+func (a *Agent) readableTask(id string) (*task, *recordCache, error) {
+	t, st, err := a.activeTask(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !t.stateful {
-		return nil, fmt.Errorf("%w: task %s is stateless: it has no state", api.ErrInvalid, id)
+		return nil, nil, fmt.Errorf("%w: task %s is stateless: it has no state", api.ErrInvalid, id)
 	}
-	return t, nil
+	return t, st.cache, nil
 }

@@ -50,6 +50,10 @@ type task struct {
 	// until a generation records it.
 	takeover *assign.Takeover
 	job      *job
+	// cache is the task's record cache while it is active here (phase
+	// active), nil otherwise or with the caches off: made and dropped by
+	// apply as the task enters and leaves that phase.
+	cache *recordCache
 
 	applied  atomic.Uint64 // how far the local copy reaches
 	lag      atomic.Uint64 // learner or standby lag in messages
@@ -106,6 +110,9 @@ func (a *Agent) tail(ctx context.Context, t *task) (tookOver bool) {
 		r.EndWithin(a.config().AcceptableLag) // from there on, one may
 		res, reconnected, err := a.runRestore(ctx, r, a.replays)
 		if err == nil && !reconnected && res.Ending == restore.CaughtUp {
+			if a.handedOverOnceCaughtUp(t) {
+				a.incoming.expecting(t.id)
+			}
 			r = a.newReplayer(t, a.tails, true, true, restore.History{})
 			res, reconnected, err = a.runRestore(ctx, r, a.tails)
 		}
@@ -132,6 +139,15 @@ func (a *Agent) tail(ctx context.Context, t *task) (tookOver bool) {
 		}
 	}
 	return false
+}
+
+// handedOverOnceCaughtUp reports whether t, which has just caught up, is a
+// learner the leader revokes to this member at once: in eager mode.
+func (a *Agent) handedOverOnceCaughtUp(t *task) bool {
+	t.mu.Lock()
+	learner := t.phase == phaseLearner
+	t.mu.Unlock()
+	return learner && a.config().Handover == assign.Eager
 }
 
 // applyRelease applies a release entry that names this member to t's copy:
@@ -327,6 +343,8 @@ func (a *Agent) newReplayer(t *task, rc *replayConn, tail, atRelease bool, hist 
 		Logger:       a.log,
 		Snapshots:    rc.snaps,
 		History:      hist,
+		// The task's own catch-up goes on while it is handed over here.
+		Urgent: func() bool { return a.incoming.has(t.id) },
 	}
 	if atRelease {
 		o.Member = a.opts.MemberID

@@ -83,7 +83,7 @@ func (a *Agent) viewLocked() api.View {
 			tv.Role = api.RoleLearner
 			tv.Lag = t.lag.Load()
 		case phaseActive:
-			if t.revoke != nil {
+			if t.revoke != nil && a.revokeDueLocked(t) {
 				v.Revoke = append(v.Revoke, id)
 			}
 		default:

@@ -6,12 +6,16 @@
 package changelog
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/handoffhq/handoff/internal/fence"
 	"github.com/nats-io/nats.go"
@@ -100,6 +104,9 @@ type Log struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	group  string
+	// ackPrefix is how the stream's acknowledgement of a stored message
+	// starts, up to its sequence (parseAck).
+	ackPrefix []byte
 }
 
 // Open makes sure group's changelog stream exists with the settings of opts
@@ -160,7 +167,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, erro
 			}
 		}
 	}
-	return &Log{js: js, stream: stream, group: opts.Group}, nil
+	return &Log{js: js, stream: stream, group: opts.Group, ackPrefix: []byte(`{"stream":"` + name + `","seq":`)}, nil
 }
 
 // MaxConsumers bounds the consumers of a changelog stream: each learner's
@@ -218,7 +225,15 @@ func (l *Log) Append(ctx context.Context, task string, expectedLast uint64, e En
 	case e.Kind == KindRelease && (len(e.Checkpoint) > 0 || len(e.Puts) > 0 || len(e.Deletes) > 0):
 		return 0, fmt.Errorf("append to task %q: a release entry carries no checkpoint or mutations", task)
 	}
-	data := Encode(nil, e)
+	buf := encodeBufs.Get().(*[]byte)
+	data := Encode((*buf)[:0], e)
+	defer func() {
+		// The connection copied the message into its own buffer.
+		if cap(data) <= maxPooledEncoding {
+			*buf = data[:0]
+			encodeBufs.Put(buf)
+		}
+	}()
 	if limit := l.js.Conn().MaxPayload(); int64(len(data)+headerOverhead) > limit {
 		return 0, fmt.Errorf("append %d bytes to task %q, max payload %d: %w", len(data), task, limit, ErrTooLarge)
 	}
@@ -227,14 +242,89 @@ func (l *Log) Append(ctx context.Context, task string, expectedLast uint64, e En
 		Data:    data,
 		Header:  nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(expectedLast, 10)}},
 	}
-	ack, err := l.js.PublishMsg(ctx, msg)
+	seq, err := l.publish(ctx, msg)
 	if err != nil {
 		if apiErr, ok := fence.WrongLastSequence(err); ok {
 			return 0, &FencedError{Task: task, Expected: expectedLast, Actual: actualFromDescription(apiErr.Description)}
 		}
 		return 0, fmt.Errorf("append to task %q after seq %d: %w", task, expectedLast, err)
 	}
-	return ack.Sequence, nil
+	return seq, nil
+}
+
+// encodeBufs holds the buffers Append encodes entries into, up to
+// maxPooledEncoding bytes each: a commit of a hundred records needs 12 KB.
+var encodeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEncoding = 256 << 10
+
+// publish sends msg to the stream and returns the sequence it was stored
+// at, as jetstream.JetStream.PublishMsg does without options: bounded by
+// the JetStream context's default timeout when ctx has no deadline, and
+// tried again twice, a quarter second apart, while no stream answers (a
+// blip in the stream's leadership). The stream's acknowledgement is read
+// without a JSON decoder when it is the plain one (parseAck); an error
+// comes back as PublishMsg's does, a *jetstream.APIError.
+func (l *Log) publish(ctx context.Context, msg *nats.Msg) (uint64, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.js.Options().DefaultTimeout)
+		defer cancel()
+	}
+	nc := l.js.Conn()
+	resp, err := nc.RequestMsgWithContext(ctx, msg)
+	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < jetstream.DefaultPubRetryAttempts; r++ {
+		t := time.NewTimer(jetstream.DefaultPubRetryWait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		resp, err = nc.RequestMsgWithContext(ctx, msg)
+	}
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return 0, jetstream.ErrNoStreamResponse
+	case err != nil:
+		return 0, err
+	}
+	if seq, ok := l.parseAck(resp.Data); ok {
+		return seq, nil
+	}
+	var ack struct {
+		Error  *jetstream.APIError `json:"error"`
+		Stream string              `json:"stream"`
+		Seq    uint64              `json:"seq"`
+	}
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	if ack.Error != nil {
+		return 0, fmt.Errorf("nats: %w", ack.Error)
+	}
+	if ack.Stream == "" {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	return ack.Seq, nil
+}
+
+// parseAck reads the sequence from the stream's plain acknowledgement of a
+// stored message, {"stream":"<name>","seq":N} (which may go on with more
+// fields), and reports whether data was one.
+func (l *Log) parseAck(data []byte) (uint64, bool) {
+	rest, ok := bytes.CutPrefix(data, l.ackPrefix)
+	if !ok {
+		return 0, false
+	}
+	var seq uint64
+	i := 0
+	for ; i < len(rest) && i < 20 && rest[i] >= '0' && rest[i] <= '9'; i++ {
+		seq = seq*10 + uint64(rest[i]-'0')
+	}
+	if i == 0 || i >= 20 || i == len(rest) || (rest[i] != '}' && rest[i] != ',') || seq == 0 {
+		return 0, false
+	}
+	return seq, true
 }
 
 // actualFromDescription reads N from the server's "wrong last sequence: N".

@@ -49,7 +49,9 @@ func TestClientCalls(t *testing.T) {
 			wantErr: []error{ErrUnknownTask, api.ErrUnknownTask}},
 		{name: "get learner task", call: func() (any, error) { return c.Get(ctx, "t2", []byte("k")) },
 			wantErr: []error{ErrNotOwner, api.ErrNotOwner}},
-		{name: "commit stale epoch", call: func() (any, error) { return c.Commit(ctx, "t1", api.CommitRequest{Epoch: 1}) },
+		{name: "commit stale epoch", call: func() (any, error) {
+			return c.Commit(ctx, "t1", api.CommitRequest{Checkpoint: []byte("cp2"), Epoch: 1})
+		},
 			wantErr: []error{ErrNotOwner}},
 		{name: "commit empty key", call: func() (any, error) {
 			return c.Commit(ctx, "t1", api.CommitRequest{Deletes: [][]byte{{}}})
@@ -237,7 +239,7 @@ func TestConnectionsAreReused(t *testing.T) {
 		if _, err := c.Get(ctx, "t1", []byte("missing")); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Get = %v, want not found", err)
 		}
-		if _, err := c.Commit(ctx, "t1", api.CommitRequest{}); err != nil {
+		if _, err := c.Commit(ctx, "t1", api.CommitRequest{Checkpoint: []byte("cp")}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -43,6 +43,11 @@ type Task struct {
 	Checkpoint []byte
 	Stateful   bool
 	Client     *Client
+	// Prepared is what RunOptions.Prepare returned for this task while it
+	// was a learner or standby here, on the first run after it became
+	// active here; nil otherwise (no Prepare, it failed, or a restart: the
+	// first run owned it). The task function owns it (close it when done).
+	Prepared any
 
 	run *taskRun // nil for a Task made by hand
 }
@@ -148,8 +153,10 @@ func (t Task) context(ctx context.Context) (context.Context, context.CancelFunc)
 // TaskFunc processes one task until ctx ends. When ctx ends with cause
 // ErrStopped it should stop consuming, commit what is pending (Task's
 // methods still work) and return. Returning an error restarts the task from
-// its latest checkpoint after a backoff, unless the error matches
-// ErrNotOwner: then the task is left alone until the agent's view changes.
+// its latest checkpoint after a backoff (the agent's, read again from
+// /assignment until it answers, since a commit whose acknowledgement was
+// lost is only in that one), unless the error matches ErrNotOwner: then the
+// task is left alone until the agent's view changes.
 // Returning nil without being stopped means the task has nothing more to do
 // here; it is released when revoked.
 type TaskFunc func(ctx context.Context, t Task) error
@@ -161,7 +168,9 @@ type EventType string
 
 // Events of Run, in the order a task goes through them.
 const (
-	EventStart EventType = "start" // fn is starting: Task, Epoch, Checkpoint
+	EventPrepare EventType = "prepare" // Prepare is called for a learner or standby: Task, Epoch, Role, Checkpoint and Seq (the hint)
+	EventDiscard EventType = "discard" // a preparation was closed: its task left without becoming active here
+	EventStart   EventType = "start"   // fn is starting: Task, Epoch, Checkpoint
 	// EventCommit is not emitted by Run: it names a commit the agent
 	// acknowledged, for workers that log their own commits beside Run's
 	// events (the Seq of Task.Commit's result).
@@ -181,6 +190,7 @@ type Event struct {
 	Epoch      uint64
 	Checkpoint []byte
 	Seq        uint64
+	Role       string        // EventPrepare: the task's role
 	Code       string        // API error code (EventRefused)
 	Err        error         // EventRestart
 	Backoff    time.Duration // EventRestart
@@ -201,6 +211,9 @@ type RunOptions struct {
 	// StopTimeout bounds the calls a stopped task still makes (its final
 	// commit) and the release after it.
 	StopTimeout time.Duration
+	// Prepare, if set, readies the input of each stateful task that is a
+	// learner or standby here, before it becomes active (see PrepareFunc).
+	Prepare PrepareFunc
 }
 
 func (o *RunOptions) setDefaults() {
@@ -227,7 +240,10 @@ func (o *RunOptions) setDefaults() {
 //   - a task whose epoch changed is stopped and started again at the new
 //     epoch;
 //   - when the view says shutdown (or its state is done), Run stops every
-//     task and returns nil.
+//     task and returns nil;
+//   - a stateful task that appears here as a learner or standby is
+//     prepared (RunOptions.Prepare), and its task function gets what the
+//     preparation made (Task.Prepared).
 //
 // When ctx ends, Run stops every task (releasing only revoked ones), waits
 // for them and returns nil. Run always waits for every fn it started to
@@ -235,7 +251,8 @@ func (o *RunOptions) setDefaults() {
 // retried; Run does not return them.
 func Run(ctx context.Context, c *Client, fn TaskFunc, opts RunOptions) error {
 	opts.setDefaults()
-	r := &runner{c: c, fn: fn, opts: opts, log: opts.Logger, tasks: map[string]*supervisor{}, exited: make(chan *supervisor), releasedIdle: map[string]uint64{}, lastCommit: map[string]commitPoint{}}
+	r := &runner{c: c, fn: fn, opts: opts, log: opts.Logger, tasks: map[string]*supervisor{}, exited: make(chan *supervisor), releasedIdle: map[string]uint64{}, lastCommit: map[string]commitPoint{}, preparations: map[string]*preparation{}}
+	defer r.bg.Wait() // the preparations' goroutines, after every task has stopped
 
 	pollCtx, cancelPoll := context.WithCancel(ctx)
 	views := make(chan api.View)
@@ -254,11 +271,13 @@ func Run(ctx context.Context, c *Client, fn TaskFunc, opts RunOptions) error {
 		case <-ctx.Done():
 			r.stopAll(false)
 			r.waitAll()
+			r.discardAll()
 			return nil
 		case v := <-views:
 			if r.apply(ctx, v) {
 				r.stopAll(false) // revoked tasks are already stopping with their release
 				r.waitAll()
+				r.discardAll()
 				r.emit(Event{Type: EventShutdown})
 				r.log.Info().Msg("the agent says shutdown: every task is stopped")
 				return nil
@@ -286,6 +305,12 @@ type runner struct {
 	// before this worker ever ran it was released, so that it is released
 	// once.
 	releasedIdle map[string]uint64
+	// preparations are the learners' and standbys' preparations not yet
+	// taken by a task function (prepare.go).
+	preparations map[string]*preparation
+	// bg owns the preparations' goroutines and their disposal; Run waits
+	// for it before it returns.
+	bg sync.WaitGroup
 
 	emitMu sync.Mutex
 }
@@ -397,6 +422,7 @@ func (r *runner) apply(ctx context.Context, v api.View) (shutdown bool) {
 		}
 	}
 	r.releaseIdle(ctx, v, revoked)
+	r.prepareAll(ctx, v, revoked)
 	return v.Shutdown || v.State == api.StateDone
 }
 
@@ -457,6 +483,13 @@ func (r *runner) waitAll() {
 	}
 }
 
+// discardAll discards every preparation: Run is ending.
+func (r *runner) discardAll() {
+	for id := range r.preparations {
+		r.discard(id)
+	}
+}
+
 func (r *runner) start(ctx context.Context, tv api.TaskView) {
 	// A view that starts a task again at the epoch of an earlier run here
 	// may have been built while that run was still committing: its last
@@ -476,6 +509,7 @@ func (r *runner) start(ctx context.Context, tv api.TaskView) {
 		cancel: stopFn,
 		run:    &taskRun{stopTimeout: r.opts.StopTimeout, checkpoint: tv.Checkpoint},
 		log:    r.log.With().Str(fieldTask, tv.ID).Uint64(fieldEpoch, tv.Epoch).Logger(),
+		prep:   r.takePreparation(tv.ID),
 	}
 	r.tasks[tv.ID] = s
 	go func() {
@@ -493,6 +527,9 @@ type supervisor struct {
 	cancel context.CancelCauseFunc
 	run    *taskRun
 	log    zerolog.Logger
+	// prep is the task's preparation while it was a learner or standby
+	// here, for the first run; the supervisor's goroutine takes it.
+	prep *preparation
 
 	// Owned by Run's goroutine.
 	stopping bool
@@ -513,11 +550,13 @@ func (s *supervisor) stop(release bool) {
 func (s *supervisor) supervise() {
 	tv := s.tv
 	failures := 0
+	prepared := s.takePrepared()
 	for s.ctx.Err() == nil {
 		s.r.emit(Event{Type: EventStart, Task: tv.ID, Epoch: tv.Epoch, Checkpoint: tv.Checkpoint})
 		s.log.Debug().Msg("task starting")
 		started := time.Now()
-		err := s.call(Task{ID: tv.ID, Epoch: tv.Epoch, Checkpoint: tv.Checkpoint, Stateful: tv.Stateful, Client: s.r.c, run: s.run})
+		err := s.call(Task{ID: tv.ID, Epoch: tv.Epoch, Checkpoint: tv.Checkpoint, Stateful: tv.Stateful, Client: s.r.c, Prepared: prepared, run: s.run})
+		prepared = nil // the first run owns it
 		if s.ctx.Err() != nil {
 			if err != nil && !errors.Is(err, ErrStopped) && !errors.Is(err, context.Canceled) {
 				s.log.Warn().Err(err).Msg("task function failed while stopping")
@@ -558,6 +597,9 @@ func (s *supervisor) supervise() {
 			tv.Checkpoint = s.latestCheckpoint(tv)
 		}
 	}
+	if prepared != nil {
+		s.r.dispose(tv.ID, prepared) // stopped before its first run
+	}
 	seq, checkpoint := s.run.last()
 	s.r.emit(Event{Type: EventStop, Task: tv.ID, Epoch: tv.Epoch, Seq: seq, Checkpoint: checkpoint})
 	s.log.Debug().Msg("task stopped")
@@ -577,20 +619,38 @@ func (s *supervisor) call(t Task) (err error) {
 	return s.r.fn(s.ctx, t)
 }
 
-// latestCheckpoint asks the agent for the task's checkpoint; the one of the
-// last commit made through Task is the fallback. While the agent shows the
-// task as a learner at this epoch, it is being activated again (its copy
-// missed a commit and is catching up), and the checkpoint it will show
-// once active may be newer than any acknowledged here: wait for it.
+// latestCheckpoint asks the agent for the task's checkpoint. While the agent
+// shows the task as a learner at this epoch, it is being activated again
+// (its copy missed a commit and is catching up), and the checkpoint it will
+// show once active may be newer than any acknowledged here: wait for it.
+// The agent's checkpoint is the only one to trust: the run that failed may
+// have made a commit it was not told of (a 409 resume, a commit that timed
+// out), which the last checkpoint acknowledged here does not include, so a
+// read that fails is retried, with a backoff of at most a second, until the
+// agent answers or the task is stopped (then the last checkpoint committed
+// here is returned, for the stop event alone).
 func (s *supervisor) latestCheckpoint(tv api.TaskView) []byte {
 	_, last := s.run.last()
 	var after uint64
+	failures := 0
 	for {
 		v, err := s.r.c.Assignment(s.ctx, after, s.r.opts.PollWait)
-		if err != nil {
-			s.log.Debug().Err(err).Msg("read the task's checkpoint; using the last one committed here")
-			return last
+		if s.ctx.Err() != nil {
+			return last // stopped: the supervisor does not start the task again
 		}
+		if err != nil {
+			failures++
+			d := min(50*time.Millisecond<<min(failures, 10), time.Second)
+			s.log.Warn().Err(err).Dur(fieldBackoff, d).Msg("read the task's checkpoint; retrying")
+			after = 0
+			select {
+			case <-s.ctx.Done():
+				return last
+			case <-time.After(d):
+			}
+			continue
+		}
+		failures = 0
 		i := slices.IndexFunc(v.Tasks, func(t api.TaskView) bool { return t.ID == tv.ID && t.Epoch == tv.Epoch })
 		if i < 0 {
 			return last // the task left: the runner stops this supervisor

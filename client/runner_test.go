@@ -29,6 +29,13 @@ type harness struct {
 
 func startRun(t *testing.T, agent *httpapitest.Backend, fn TaskFunc, wrap func(http.Handler) http.Handler) *harness {
 	t.Helper()
+	return startRunOpts(t, agent, fn, wrap, RunOptions{})
+}
+
+// startRunOpts is startRun with opts (its OnEvent, RestartBackoff and
+// PollWait are the harness's).
+func startRunOpts(t *testing.T, agent *httpapitest.Backend, fn TaskFunc, wrap func(http.Handler) http.Handler, opts RunOptions) *harness {
+	t.Helper()
 	var h http.Handler = httpapi.New(agent, httpapi.Options{}).Handler()
 	if wrap != nil {
 		h = wrap(h)
@@ -36,11 +43,9 @@ func startRun(t *testing.T, agent *httpapitest.Backend, fn TaskFunc, wrap func(h
 	srv := httptest.NewServer(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	hs := &harness{t: t, agent: agent, client: New(srv.URL), events: make(chan Event, 1000), done: make(chan struct{}), cancel: cancel}
-	opts := RunOptions{
-		OnEvent:        func(ev Event) { hs.events <- ev },
-		RestartBackoff: time.Millisecond,
-		PollWait:       time.Minute,
-	}
+	opts.OnEvent = func(ev Event) { hs.events <- ev }
+	opts.RestartBackoff = time.Millisecond
+	opts.PollWait = time.Minute
 	go func() {
 		hs.err = Run(ctx, hs.client, fn, opts)
 		close(hs.done)
@@ -430,6 +435,33 @@ func TestRunRestartAtSameEpochAfterALostAck(t *testing.T) {
 	}
 }
 
+// lostAckTask is a TaskFunc for task t1 that sends each run's checkpoint on
+// checkpoints. Its first run commits cp2, calls before, commits cp3 with the
+// acknowledgement lost (the commit lands, the call fails with ack), calls
+// after (if set) and returns the commit's error; the runs after it wait for
+// their stop.
+func lostAckTask(agent *httpapitest.Backend, checkpoints chan<- string, ack error, before, after func()) TaskFunc {
+	var runs atomic.Int32
+	return func(ctx context.Context, tk Task) error {
+		checkpoints <- string(tk.Checkpoint)
+		if runs.Add(1) > 1 {
+			<-ctx.Done()
+			return nil
+		}
+		if _, err := tk.Commit(ctx, nil, nil, []byte("cp2")); err != nil {
+			return err
+		}
+		before()
+		agent.Fail("CommitAck", ack)
+		_, err := tk.Commit(ctx, nil, nil, []byte("cp3"))
+		agent.Fail("CommitAck", nil)
+		if after != nil {
+			after()
+		}
+		return fmt.Errorf("commit: %w", err)
+	}
+}
+
 // TestRunRestartWaitsForAReactivation: a task function that fails after a
 // commit whose acknowledgement was lost, while the agent activates the task
 // again at the same epoch (its copy replays that commit), restarts from the
@@ -466,22 +498,9 @@ func TestRunRestartWaitsForAReactivation(t *testing.T) {
 		})
 	}
 	checkpoints := make(chan string, 10)
-	h := startRun(t, agent, func(ctx context.Context, tk Task) error {
-		checkpoints <- string(tk.Checkpoint)
-		if len(checkpoints) > 1 {
-			<-ctx.Done()
-			return nil
-		}
-		if _, err := tk.Commit(ctx, nil, nil, []byte("cp2")); err != nil {
-			return err
-		}
-		holding.Store(true)
-		agent.Fail("CommitAck", api.ErrResume) // the agent replays cp3's commit
-		_, err := tk.Commit(ctx, nil, nil, []byte("cp3"))
-		agent.Fail("CommitAck", nil)
-		agent.SetRole("t1", api.RoleLearner) // shown as learner until replayed
-		return fmt.Errorf("commit refused: %w", err)
-	}, wrap)
+	h := startRun(t, agent, lostAckTask(agent, checkpoints, api.ErrResume, func() { holding.Store(true) }, func() {
+		agent.SetRole("t1", api.RoleLearner) // shown as learner until cp3's commit is replayed
+	}), wrap)
 	if ev := h.expect("t1", EventStart, EventRestart)[1]; !errors.Is(ev.Err, ErrResume) || ev.Backoff != 0 {
 		t.Errorf("restart event %+v, want the resume error and no backoff", ev)
 	}
@@ -503,4 +522,87 @@ func TestRunRestartWaitsForAReactivation(t *testing.T) {
 	if got := <-checkpoints; got != "cp3" {
 		t.Errorf("restarted from %q, want cp3: the commit whose acknowledgement was lost is in the agent's copy", got)
 	}
+}
+
+// TestRunRestartRetriesTheCheckpointRead: after a commit whose
+// acknowledgement was lost (refused with 409 resume, or answered 503 after
+// it landed), a read of the task's checkpoint that fails (here a 503 on
+// /assignment) is retried, and the task restarts from the checkpoint the
+// agent holds, which includes that commit, not from the last one
+// acknowledged here (that would process the batch twice).
+func TestRunRestartRetriesTheCheckpointRead(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ack  error // the lost acknowledgement's answer
+	}{
+		{"resume", api.ErrResume},
+		{"unavailable", api.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			agent := httpapitest.New()
+			agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1, Checkpoint: "cp1"})
+			var failNext atomic.Bool
+			failed := make(chan struct{}, 1)
+			flaky := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					// The runner's own poll waits at after=version: only the
+					// read of the checkpoint asks from the start.
+					if r.URL.Path == "/assignment" && r.URL.Query().Get("after") == "0" && failNext.CompareAndSwap(true, false) {
+						http.Error(w, `{"code":"unavailable","message":"injected"}`, http.StatusServiceUnavailable)
+						failed <- struct{}{}
+						return
+					}
+					next.ServeHTTP(w, r)
+				})
+			}
+			checkpoints := make(chan string, 10)
+			h := startRun(t, agent, lostAckTask(agent, checkpoints, tc.ack, func() { failNext.Store(true) }, nil), flaky)
+			if ev := h.expect("t1", EventStart, EventRestart)[1]; !errors.Is(ev.Err, tc.ack) {
+				t.Errorf("restart event %+v, want the error %v", ev, tc.ack)
+			}
+			h.expect("t1", EventStart)
+			select {
+			case <-failed:
+			default:
+				t.Fatal("the read of the checkpoint after the restart was not failed: the test did not inject its 503")
+			}
+			<-checkpoints
+			if got := <-checkpoints; got != "cp3" {
+				t.Errorf("restarted from %q, want cp3: the agent holds the commit whose acknowledgement was lost", got)
+			}
+		})
+	}
+}
+
+// TestRunRevokeEndsTheCheckpointRead: a task whose checkpoint cannot be
+// read after a 409 resume (every read fails) does not restart, and still
+// stops and is released when it is revoked meanwhile.
+func TestRunRevokeEndsTheCheckpointRead(t *testing.T) {
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleActive, Epoch: 1, Checkpoint: "c0"})
+	reads := make(chan struct{}, 100)
+	failing := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/assignment" && r.URL.Query().Get("after") == "0" && agent.Calls("Commit") > 0 {
+				http.Error(w, `{"code":"unavailable","message":"injected"}`, http.StatusServiceUnavailable)
+				select {
+				case reads <- struct{}{}:
+				default:
+				}
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := startRun(t, agent, func(ctx context.Context, tk Task) error {
+		agent.Fail("CommitAck", api.ErrResume)
+		_, err := tk.Commit(ctx, nil, nil, []byte("c1"))
+		agent.Fail("CommitAck", nil)
+		return fmt.Errorf("commit: %w", err)
+	}, failing)
+	h.expect("t1", EventStart, EventRestart)
+	<-reads
+	<-reads // retried
+	agent.Revoke("t1")
+	h.expect("t1", EventStop, EventRelease)
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,6 +34,9 @@ type counter struct {
 	noCache  bool // read every batch's counts from the sidecar
 	events   *eventLog
 	log      zerolog.Logger
+
+	streamMu sync.Mutex
+	streamH  jetstream.Stream // the input stream, looked up on first use
 }
 
 // pending is the part of a task's input read but not yet committed.
@@ -46,23 +51,21 @@ type pending struct {
 // client.TaskFunc: when ctx ends it commits what it has read and returns.
 func (w *counter) process(ctx context.Context, t client.Task) error {
 	if !t.Stateful {
+		closePrepared(t.Prepared)
 		return w.processStateless(ctx, t)
 	}
 	from, err := DecodeCheckpoint(t.Checkpoint)
 	if err != nil {
+		closePrepared(t.Prepared)
 		return fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	log := w.log.With().Str("task", t.ID).Uint64("epoch", t.Epoch).Logger()
 	subject := InputSubject(w.group, t.ID)
-	msgs, err := w.consume(ctx, subject, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from + 1,
-	})
+	in, err := w.input(ctx, t, subject, from, log)
 	if err != nil {
-		return fmt.Errorf("consume %s from seq %d: %w", subject, from+1, err)
+		return err
 	}
-	defer msgs.Stop()
+	defer in.Close()
 
 	// counts caches the committed count of each key seen since this task
 	// started here (nil with noCache: nothing is kept). It starts empty:
@@ -73,8 +76,11 @@ func (w *counter) process(ctx context.Context, t client.Task) error {
 		counts = map[string]uint64{}
 	}
 	p := pending{adds: map[string]uint64{}}
+	// The first commit after the start does not wait for the batching
+	// delay: it is made as soon as the messages already there are read.
+	first := true
 	for {
-		msg, err := w.next(ctx, msgs, &p)
+		msg, err := w.next(ctx, in, &p)
 		switch {
 		case ctx.Err() != nil:
 			// Revoked, moved or shutting down: the final commit. Task's
@@ -93,11 +99,79 @@ func (w *counter) process(ctx context.Context, t client.Task) error {
 			return fmt.Errorf("read %s: %w", subject, err)
 		}
 		p.add(msg.Data(), meta.Sequence.Stream, log)
-		if p.records >= w.batch {
+		if p.records >= w.batch || first && in.buffered() == 0 {
 			if err := w.commit(ctx, t, counts, &p); err != nil {
 				return err
 			}
+			first = false
 		}
+	}
+}
+
+// input returns the reader of a stateful task's input from the message
+// after checkpoint from: the one prepared while the task was a learner or
+// standby here when it holds every message after from, a new one
+// otherwise.
+func (w *counter) input(ctx context.Context, t client.Task, subject string, from uint64, log zerolog.Logger) (*reader, error) {
+	if r, ok := t.Prepared.(*reader); ok {
+		covers, err := r.resumeAt(ctx, w, from)
+		if covers {
+			log.Info().Uint64("from", from+1).Int("buffered", r.buffered()).Msg("task starts on its prepared input")
+			return r, nil
+		}
+		if err != nil {
+			log.Warn().Err(err).Msg("check the prepared input; reading anew")
+		} else {
+			log.Info().Uint64("from", from+1).Uint64("prepared", r.start).Msg("the prepared input lacks messages after the checkpoint; reading anew")
+		}
+		r.Close()
+	} else {
+		closePrepared(t.Prepared)
+	}
+	return w.openReader(ctx, subject, from+1, true)
+}
+
+// prepare is the worker's client.PrepareFunc: while a stateful task is a
+// learner or standby here, its input's consumer is made and reads ahead,
+// from the checkpoint the agent hints at or else from the stream's end, so
+// that the task starts on it when it becomes active here.
+func (w *counter) prepare(ctx context.Context, info client.PrepareInfo) (any, error) {
+	var start uint64
+	if cp, err := DecodeCheckpoint(info.Checkpoint); err == nil && len(info.Checkpoint) > 0 {
+		start = cp + 1
+	} else {
+		s, err := w.inputStream(ctx)
+		if err != nil {
+			return nil, err
+		}
+		si, err := s.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the end of input stream %s: %w", w.stream, err)
+		}
+		start = si.State.LastSeq + 1
+	}
+	return w.openReader(ctx, InputSubject(w.group, info.ID), start, false)
+}
+
+// inputStream returns the input stream, looked up once.
+func (w *counter) inputStream(ctx context.Context) (jetstream.Stream, error) {
+	w.streamMu.Lock()
+	defer w.streamMu.Unlock()
+	if w.streamH != nil {
+		return w.streamH, nil
+	}
+	s, err := w.js.Stream(ctx, w.stream)
+	if err != nil {
+		return nil, fmt.Errorf("look up input stream %s: %w", w.stream, err)
+	}
+	w.streamH = s
+	return s, nil
+}
+
+// closePrepared closes a preparation the task does not use.
+func closePrepared(v any) {
+	if c, ok := v.(io.Closer); ok {
+		_ = c.Close() // a reader's Close never fails
 	}
 }
 
@@ -142,13 +216,13 @@ func (w *counter) consume(ctx context.Context, subject string, cfg jetstream.Ord
 
 // next waits for the next message; once the batch holds a message, only
 // until the batch is due (context.DeadlineExceeded then).
-func (w *counter) next(ctx context.Context, msgs jetstream.MessagesContext, p *pending) (jetstream.Msg, error) {
+func (w *counter) next(ctx context.Context, in *reader, p *pending) (jetstream.Msg, error) {
 	if p.records == 0 {
-		return msgs.Next(jetstream.NextContext(ctx))
+		return in.next(ctx)
 	}
 	due, cancel := context.WithDeadline(ctx, p.first.Add(w.maxDelay))
 	defer cancel()
-	return msgs.Next(jetstream.NextContext(due))
+	return in.next(due)
 }
 
 func (p *pending) add(key []byte, seq uint64, log zerolog.Logger) {

@@ -19,6 +19,16 @@
 // owner resumes from the checkpoint. Run returns nil once the sidecar says
 // shutdown.
 //
+// While a stateful task is a learner or standby on its member, the worker
+// prepares its input (client.RunOptions.Prepare): the consumer is made,
+// positioned at the checkpoint the sidecar hints at (else at the stream's
+// end) and reads ahead, keeping the newest messages, so that when the task
+// becomes active the worker counts at once from its checkpoint, with no
+// consumer to create or first pull to wait for; it reads anew only if the
+// prepared input lacks a message after the checkpoint. The first commit
+// after a start is made as soon as the messages already read are counted,
+// without waiting for Options.MaxDelay.
+//
 // The counts it needs are read from the sidecar with one batch get per
 // commit: by default only those of keys it has not seen since the task
 // started here (it remembers the counts it committed), with Options.NoCache
@@ -143,5 +153,5 @@ func Run(ctx context.Context, o Options) error {
 		events:   &eventLog{w: o.Events, log: o.Logger, on: o.OnEvent},
 		log:      o.Logger,
 	}
-	return client.Run(ctx, o.Client, w.process, client.RunOptions{Logger: o.Logger, OnEvent: w.onEvent, PollWait: o.PollWait})
+	return client.Run(ctx, o.Client, w.process, client.RunOptions{Logger: o.Logger, OnEvent: w.onEvent, PollWait: o.PollWait, Prepare: w.prepare})
 }

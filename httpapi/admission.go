@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -22,18 +23,30 @@ import (
 //
 //   - Every connection is accepted at once, none waits in the kernel's
 //     queue. At MaxConns open connections, a new one takes the place of the
-//     oldest that has not yet sent a complete request that passed the token
-//     check (slow headers, or a 401), else of the oldest still sending a
-//     request body, else of the oldest idle one; when every connection is
-//     busy with an admitted request, the new one is answered 503 and closed.
-//     The worker's requests arrive whole within moments, so a flood of slow
-//     clients evicts itself, not the worker.
+//     oldest that was answered and only waits to be closed, else of the
+//     oldest whose request body is stalled, else of the oldest whose
+//     request headers are stalled (slow headers, or none yet), else of the
+//     oldest idle one; when every connection is busy with a request that
+//     passed the token check, or has a request the agent has yet to read,
+//     the new one is answered 503 and closed. The worker's requests arrive
+//     whole within moments, so a flood of slow clients evicts itself, not
+//     the worker.
 //   - Long-polls (GET /assignment?wait=) have their own cap, MaxLongPolls:
 //     past it, the oldest one answers at once with the current view (its
 //     client polls again, as after any answer).
-//   - Other requests that passed the token check count against
-//     MaxRequests while they run: past it, a request is answered 503
-//     unavailable at once, with Retry-After, instead of waiting.
+//   - A request body that passed the token check is read whole before
+//     its request is admitted, and bodies still arriving have their own
+//     cap, as many as MaxRequests: past it, a new body takes the place of
+//     the oldest one that is stalled (its reader waits for the client's
+//     next bytes), whose connection is closed, whatever the number of
+//     connections. A slow body so holds a connection and at most what it
+//     has sent, never a request slot. The worker's bodies arrive whole
+//     within moments, so reading them never waits for the client and
+//     they are not cut off, however many others arrive meanwhile.
+//   - Other requests that passed the token check, and those whose body is
+//     in, count against MaxRequests while they run: past it, a request
+//     is answered 503 unavailable at once, with Retry-After, instead of
+//     waiting.
 //
 // Without a token, a local program that sends complete requests is as good
 // as the worker: it can keep MaxRequests busy (the worker then gets prompt
@@ -62,6 +75,7 @@ type admission struct {
 	mu       sync.Mutex
 	conns    []*trackedConn // open connections, oldest first
 	polls    []*waitingPoll // waiting long-polls, oldest first
+	reading  []*trackedConn // connections whose admitted body is arriving, oldest first
 	requests int            // admitted requests other than long-polls
 	accepted uint64
 
@@ -81,11 +95,39 @@ type trackedConn struct {
 	a         *admission
 	seq       uint64 // accept order
 	closeOnce sync.Once
+	// waiting is set while a read waits for the client's bytes.
+	waiting atomic.Bool
 
 	admitted bool      // its current request arrived whole and passed the token check
 	idle     bool      // between two requests
 	bodyFrom time.Time // when the body being read began; zero when none is
+	closing  bool      // answered, and only waits to be closed
 	gone     bool      // closed and removed
+}
+
+func (c *trackedConn) Read(p []byte) (int, error) {
+	c.waiting.Store(true)
+	n, err := c.Conn.Read(p)
+	c.waiting.Store(false)
+	return n, err
+}
+
+// stalledLocked tells whether c is sending a body and its reader waits
+// for the body's next bytes.
+func (c *trackedConn) stalledLocked() bool { return !c.bodyFrom.IsZero() && c.waiting.Load() }
+
+// CloseWrite is how net/http ends a connection whose request body it will
+// not read (a 408, a 413): it half-closes it, then waits half a second for
+// the client to read the answer before it closes it. The connection is
+// then the first a new one replaces.
+func (c *trackedConn) CloseWrite() error {
+	c.a.mu.Lock()
+	c.closing = true
+	c.a.mu.Unlock()
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }
 
 func (c *trackedConn) Close() error {
@@ -142,14 +184,21 @@ func (a *admission) admit(c net.Conn) *trackedConn {
 	return tc
 }
 
-// victimLocked picks the connection a new one replaces: the oldest whose
-// request has not arrived whole and passed the token check (slow headers,
-// a 401 being answered), else the oldest still sending a body, else the
-// oldest idle one; nil if all are busy with admitted requests.
+// victimLocked picks the connection a new one replaces: the oldest that
+// was answered and only waits to be closed, else the oldest whose body is
+// stalled, else the oldest whose request headers are stalled (the agent
+// waits for their next bytes, or for a first one), else the oldest idle
+// one; nil if all are busy with admitted requests or with requests the
+// agent has yet to read. Stalled bodies go before stalled headers, and a
+// request that is there to read is never cut off, so that a flood does
+// not replace the worker's new connections before their requests are in.
 func (a *admission) victimLocked() *trackedConn {
 	for _, pick := range []func(*trackedConn) bool{
-		func(c *trackedConn) bool { return !c.idle && !c.admitted },
-		func(c *trackedConn) bool { return !c.bodyFrom.IsZero() },
+		func(c *trackedConn) bool { return c.closing },
+		(*trackedConn).stalledLocked,
+		// Not one whose request the agent has not read yet: the
+		// worker's new connection, for one, whose request is there.
+		func(c *trackedConn) bool { return !c.idle && !c.admitted && c.waiting.Load() },
 		func(c *trackedConn) bool { return c.idle },
 	} {
 		for _, c := range a.conns { // oldest first
@@ -308,6 +357,45 @@ func (a *admission) beginLongPoll(ctx context.Context) (context.Context, func())
 	}
 }
 
+// beginBody registers r's connection as sending the body of an admitted
+// request; at MaxRequests bodies arriving, the oldest stalled one is cut
+// off (its connection closed) to make room. Bodies whose bytes are there
+// to read are never cut off: with none stalled, this one is read beyond
+// the cap. Call the returned func once the body is in or has failed.
+func (a *admission) beginBody(r *http.Request) (end func()) {
+	tc := requestConn(r)
+	if tc == nil { // a test's recorder: the body is in memory
+		return func() {}
+	}
+	a.mu.Lock()
+	var stalled *trackedConn
+	if len(a.reading) >= a.maxRequests {
+		for i, c := range a.reading {
+			if c.stalledLocked() {
+				stalled = c
+				a.reading = append(a.reading[:i], a.reading[i+1:]...)
+				break
+			}
+		}
+	}
+	a.reading = append(a.reading, tc)
+	a.mu.Unlock()
+	if stalled != nil {
+		a.warn("closed the oldest connection whose body had stalled, to read a new one's")
+		_ = stalled.Close()
+	}
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for i, o := range a.reading {
+			if o == tc {
+				a.reading = append(a.reading[:i], a.reading[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
 // beginRequest takes a request slot; ok is false at the cap. Call the
 // returned func when the request is over.
 func (a *admission) beginRequest() (end func(), ok bool) {
@@ -354,7 +442,8 @@ func isLongPoll(r *http.Request) bool {
 
 // admitRequests bounds the requests that passed the token check: a
 // long-poll takes a long-poll slot (cutting the oldest one short at the
-// cap), any other request a request slot or a prompt 503.
+// cap); any other request has its body read first, if it has one, and
+// then takes a request slot or gets a prompt 503.
 func (s *Server) admitRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.admit.admitted(r)
@@ -363,6 +452,15 @@ func (s *Server) admitRequests(next http.Handler) http.Handler {
 			defer end()
 			next.ServeHTTP(w, r.WithContext(ctx))
 			return
+		}
+		if hasBody(r) {
+			endBody := s.admit.beginBody(r)
+			body, ok := s.readBody(w, r, "body")
+			endBody()
+			if !ok {
+				return
+			}
+			r.Body = &bufferedBody{Reader: bytes.NewReader(body), b: body}
 		}
 		end, ok := s.admit.beginRequest()
 		if !ok {
@@ -374,3 +472,17 @@ func (s *Server) admitRequests(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// hasBody tells whether r comes with a body to read.
+func hasBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// bufferedBody is a request body read whole before its request was
+// admitted; readBody takes its bytes as they are.
+type bufferedBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (*bufferedBody) Close() error { return nil }

@@ -7,7 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +43,7 @@ func floodOptions(o Options) Options {
 func workerGet(t *testing.T, addr, target, token string) (*http.Response, []byte) {
 	t.Helper()
 	c := rawConn(t, addr)
+	defer c.Close()
 	auth := ""
 	if token != "" {
 		auth = "Authorization: Bearer " + token + "\r\n"
@@ -55,6 +60,7 @@ func workerGet(t *testing.T, addr, target, token string) (*http.Response, []byte
 func workerCommit(t *testing.T, addr string) (*http.Response, []byte) {
 	t.Helper()
 	c := rawConn(t, addr)
+	defer c.Close()
 	body := `{"puts":[{"key":"YQ==","value":"MQ=="}]}`
 	fmt.Fprintf(c, "POST /tasks/t1/commit HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	resp, b, err := readResponse(t, c, bufio.NewReader(c), answerWithin)
@@ -77,12 +83,13 @@ func flood(t *testing.T, addr string, n int, prefix string) []net.Conn {
 	return conns
 }
 
-// closed counts the connections the agent has closed.
+// closed counts the connections the agent has closed, replaced or
+// refused (answered 503, then closed).
 func closed(conns []net.Conn) int {
 	n := 0
 	for _, c := range conns {
 		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		if _, err := c.Read(make([]byte, 1)); err == io.EOF || (err != nil && !isTimeout(err)) {
+		if _, err := io.ReadAll(c); err == nil || !isTimeout(err) { // nil: read to EOF
 			n++
 		}
 	}
@@ -206,4 +213,199 @@ func TestNoRoomAnswers503(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || errCode(t, b) != api.CodeUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("no room = %d %s, want 503 unavailable with Retry-After", resp.StatusCode, b)
 	}
+}
+
+// floodServer serves b with o on network ("tcp" or "unix") until the test
+// ends, and returns its address (unix:PATH for a socket) and the server.
+func floodServer(t *testing.T, network string, b Backend, o Options) (string, *Server) {
+	t.Helper()
+	s := New(b, o)
+	listen := "127.0.0.1:0"
+	if network == "unix" {
+		if runtime.GOOS == "windows" {
+			t.Skip("the API listens on a Unix socket only on Unix systems")
+		}
+		dir, err := os.MkdirTemp("", "flood") // short: a socket's path is at most ~100 bytes
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		listen = api.UnixPrefix + filepath.Join(dir, "api.sock")
+	}
+	bound, err := s.Listen(listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := bound.String()
+	if network == "unix" {
+		addr = listen
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return addr, s
+}
+
+// bodiesArriving counts the server's connections whose request body is
+// arriving, and the connections it has accepted.
+func bodiesArriving(s *Server) (arriving int, accepted uint64) {
+	s.admit.mu.Lock()
+	defer s.admit.mu.Unlock()
+	for _, c := range s.admit.conns {
+		if !c.bodyFrom.IsZero() {
+			arriving++
+		}
+	}
+	return arriving, s.admit.accepted
+}
+
+// slowBody is the start of a commit whose body (a megabyte, declared)
+// never arrives: a client that sends it a byte a second.
+const slowBody = "POST /tasks/t1/commit HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{"
+
+// The worker's calls, each on its own new connection: a plain read of its
+// assignment, a commit, a batch get. Each must be answered 200.
+func workerCalls(t *testing.T, addr, during string) {
+	t.Helper()
+	if resp, body := workerGet(t, addr, "/assignment", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the worker's GET /assignment %s = %d %s, want 200", during, resp.StatusCode, body)
+	}
+	if resp, body := workerCommit(t, addr); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the worker's commit %s = %d %s, want 200", during, resp.StatusCode, body)
+	}
+	c := rawConn(t, addr)
+	defer c.Close()
+	get := `{"keys":["YQ=="]}`
+	fmt.Fprintf(c, "POST /tasks/t1/get HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(get), get)
+	resp, body, err := readResponse(t, c, bufio.NewReader(c), answerWithin)
+	if err != nil {
+		t.Fatalf("the worker's batch get %s: %v (the worker has no way in)", during, err)
+	}
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"values":["MQ=="]}` {
+		t.Fatalf("the worker's batch get %s = %d %s, want 200 with the value it committed", during, resp.StatusCode, body)
+	}
+}
+
+// onNewConns runs clients loops until the test ends: each opens a
+// connection to addr, calls exchange on it, closes it, and starts again.
+func onNewConns(t *testing.T, addr string, clients int, exchange func(net.Conn)) {
+	ctx, stop := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	t.Cleanup(func() { stop(); running.Wait() })
+	for range clients {
+		running.Go(func() {
+			for ctx.Err() == nil {
+				c, err := dial(ctx, addr)
+				if err != nil {
+					continue
+				}
+				cut := context.AfterFunc(ctx, func() { c.Close() })
+				exchange(c)
+				cut()
+				c.Close()
+			}
+		})
+	}
+}
+
+// slowBodyFlood keeps clients sending slow bodies to addr until the test
+// ends: each sends another on a new connection as soon as its last one is
+// answered (a 408 once the body timeout passes) or closed. answered counts
+// the ends, timedOut the 408s.
+type slowBodyFlood struct{ answered, timedOut atomic.Int64 }
+
+func startSlowBodyFlood(t *testing.T, addr string, clients int) *slowBodyFlood {
+	f := &slowBodyFlood{}
+	onNewConns(t, addr, clients, func(c net.Conn) {
+		if _, err := io.WriteString(c, slowBody); err == nil {
+			resp, _, err := readResponse(t, c, bufio.NewReader(c), floodTimeout)
+			if err == nil && resp.StatusCode == http.StatusRequestTimeout {
+				f.timedOut.Add(1)
+			}
+		}
+		f.answered.Add(1)
+	})
+	return f
+}
+
+// holdLongPoll holds the worker's long-poll open on addr, polling again
+// after each answer, as a worker's loop does, until the test ends.
+func holdLongPoll(t *testing.T, addr string, f *httpapitest.Backend) {
+	onNewConns(t, addr, 1, func(c net.Conn) {
+		fmt.Fprintf(c, "GET /assignment?wait=60s&after=%d HTTP/1.1\r\nHost: localhost\r\n\r\n", f.Assignment().Version)
+		_, _, _ = readResponse(t, c, bufio.NewReader(c), floodTimeout)
+	})
+}
+
+// Slow bodies (a megabyte declared, one byte sent) on more connections than
+// the request cap, below the connection cap and above it, on TCP and on
+// the socket; their clients send another as soon as one is answered or
+// closed, and the body timeout either outlasts the test or answers them
+// 408 again and again, for several worker graces. A body still arriving
+// takes no request slot, so each of the worker's calls is served, its
+// commits land, and it stays attached throughout, its long-poll held open
+// as a worker's loop does. (Each of its calls used to be answered 503
+// "already serving 256 requests" until the body timeout freed the slots.)
+func TestSlowBodiesTakeNoRequestSlot(t *testing.T) {
+	for _, network := range []string{"tcp", "unix"} {
+		for _, clients := range []int{300, 600} {
+			for _, bodyTimeout := range []time.Duration{floodTimeout, 200 * time.Millisecond} {
+				t.Run(fmt.Sprintf("%s/%d/body-timeout=%s", network, clients, bodyTimeout), func(t *testing.T) {
+					f := seeded()
+					obs := make(observer, 16)
+					o := floodOptions(Options{Worker: obs, WorkerGrace: 500 * time.Millisecond})
+					o.BodyReadTimeout = bodyTimeout
+					addr, s := floodServer(t, network, f, o)
+					holdLongPoll(t, addr, f)
+					obs.next(t, true)
+					before := f.Mutations()
+
+					flood := startSlowBodyFlood(t, addr, clients)
+					poll.Eventually(t, answerWithin, "the flood's bodies to be arriving", func() error {
+						arriving, accepted := bodiesArriving(s)
+						if accepted < uint64(clients) || arriving < DefaultMaxRequests {
+							return fmt.Errorf("%d connections accepted, %d bodies arriving", accepted, arriving)
+						}
+						return nil
+					})
+					// For several body timeouts and worker graces, and until each
+					// client has been answered (or cut off) a few times when the
+					// body timeout allows it.
+					start, lasts := time.Now(), 3*o.WorkerGrace
+					reconnects := bodyTimeout < floodTimeout
+					if reconnects {
+						lasts += 3 * bodyTimeout
+					}
+					calls, slowest := 0, time.Duration(0)
+					for calls < 3 || time.Since(start) < lasts || (reconnects && flood.timedOut.Load() < int64(clients)) {
+						began := time.Now()
+						workerCalls(t, addr, fmt.Sprintf("during %d slow bodies (%d answered, %d of them 408)", clients, flood.answered.Load(), flood.timedOut.Load()))
+						calls++
+						slowest = max(slowest, time.Since(began))
+					}
+					t.Logf("%d rounds of the worker's calls (the slowest round %s) while the flood was answered %d times (%d of them 408)",
+						calls, slowest.Round(time.Millisecond), flood.answered.Load(), flood.timedOut.Load())
+					if got := f.Mutations() - before; got != calls {
+						t.Errorf("%d mutations of the backend during the flood, want %d (the worker's commits)", got, calls)
+					}
+					obs.none(t) // attached throughout
+				})
+			}
+		}
+	}
+}
+
+// dial connects to addr, a TCP address or unix:PATH.
+func dial(ctx context.Context, addr string) (net.Conn, error) {
+	network := "tcp"
+	if path, ok := api.SocketPath(addr); ok {
+		network, addr = "unix", path
+	}
+	return (&net.Dialer{}).DialContext(ctx, network, addr)
 }

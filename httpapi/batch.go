@@ -149,6 +149,11 @@ func (s *Server) getKeys(w http.ResponseWriter, r *http.Request) ([][]byte, bool
 				fmt.Sprintf(`the batch get body is not a valid batch get: %v (send {"keys":["<base64>",...]})`, err))
 			return nil, false
 		}
+		if req.Keys == nil { // null is refused above: the field is missing
+			s.writeError(w, r, http.StatusBadRequest, api.CodeInvalid,
+				`the batch get body has no "keys"; send {"keys":["<base64>",...]}`)
+			return nil, false
+		}
 		keys = req.Keys
 	}
 	if len(keys) > s.opts.MaxGetKeys {
@@ -205,15 +210,32 @@ func (s *Server) writeBody(w http.ResponseWriter, mt string, body []byte) {
 	_, _ = w.Write(body)
 }
 
+// readAllFirst is how much of a larger body readAll reads before it
+// takes a buffer of the body's declared length.
+const readAllFirst = 64 << 10
+
 // readAll reads rd to its end into one buffer of the declared length
 // (a body's Content-Length, when it is within max), rather than growing
-// one as io.ReadAll does.
+// one as io.ReadAll does. A body declared larger than readAllFirst gets
+// that buffer once its first readAllFirst bytes are in, so that a body
+// that trickles in holds little more than what it sent.
 func readAll(rd io.Reader, declared, max int64) ([]byte, error) {
 	if declared <= 0 || declared > max {
 		return io.ReadAll(rd)
 	}
-	buf := make([]byte, declared+1) // one more, to see the end in the same read
+	// One more than declared, to see the end in the same read.
+	buf := make([]byte, min(declared+1, readAllFirst))
 	n, err := io.ReadFull(rd, buf)
+	if err == nil && int64(n) <= declared {
+		whole := make([]byte, declared+1)
+		copy(whole, buf[:n])
+		var m int
+		m, err = io.ReadFull(rd, whole[n:])
+		if err == io.EOF { // the first part was the whole body
+			err = io.ErrUnexpectedEOF
+		}
+		buf, n = whole, n+m
+	}
 	switch {
 	case err == io.ErrUnexpectedEOF:
 		return buf[:n], nil

@@ -54,6 +54,10 @@ func TestGetMany(t *testing.T) {
 		{name: "field twice", body: []byte(`{"keys":[],"keys":["YQ=="]}`), status: 400, code: api.CodeInvalid},
 		{name: "loose base64", body: []byte(`{"keys":["YQ"]}`), status: 400, code: api.CodeInvalid},
 		{name: "not an object", body: []byte(`["YQ=="]`), status: 400, code: api.CodeInvalid},
+		{name: "null body", body: []byte(` null `), status: 400, code: api.CodeInvalid},
+		{name: "keys missing", body: []byte(`{}`), status: 400, code: api.CodeInvalid},
+		{name: "null keys", body: []byte(`{"keys":null}`), status: 400, code: api.CodeInvalid},
+		{name: "null key", body: []byte(`{"keys":[null]}`), status: 400, code: api.CodeInvalid},
 		{name: "binary truncated", body: api.AppendGetBinary(nil, [][]byte{[]byte("abc")})[:6], hdr: binHeader, status: 400, code: api.CodeInvalid},
 		{name: "binary trailing bytes", body: append(api.AppendGetBinary(nil, [][]byte{[]byte("a")}), 0), hdr: binHeader, status: 400, code: api.CodeInvalid},
 		{name: "text/plain", body: []byte(`{"keys":["YQ=="]}`), hdr: http.Header{"Content-Type": {"text/plain"}}, status: 415, code: api.CodeUnsupportedMediaType},
@@ -238,5 +242,24 @@ func TestCommitBinary(t *testing.T) {
 				t.Errorf("a refused binary commit reached Backend.Commit")
 			}
 		})
+	}
+}
+
+// readAll reads a body whole whatever its size and declared length, a
+// body larger than its first buffer included.
+func TestReadAll(t *testing.T) {
+	const max = 4 * readAllFirst
+	for _, size := range []int{1, 100, readAllFirst - 1, readAllFirst, readAllFirst + 1, 3 * readAllFirst, max} {
+		body := bytes.Repeat([]byte("x"), size)
+		for _, declared := range []int64{int64(size), int64(size) + 7, -1, max + 1} {
+			got, err := readAll(bytes.NewReader(body), declared, max)
+			if err != nil || !bytes.Equal(got, body) {
+				t.Errorf("readAll(%d bytes, declared %d) = %d bytes, %v; want the body", size, declared, len(got), err)
+			}
+		}
+		// More than declared is read on, for the caller to refuse.
+		if got, err := readAll(bytes.NewReader(body), int64(size-1), max); err != nil || !bytes.Equal(got, body) {
+			t.Errorf("readAll(%d bytes, declared %d) = %d bytes, %v; want all of it", size, size-1, len(got), err)
+		}
 	}
 }

@@ -20,6 +20,8 @@ func binSeeds() [][]byte {
 		api.AppendCommitBinary(nil, api.CommitRequest{Puts: []api.KV{{Key: []byte("k"), Value: make([]byte, 65)}}}),
 		{}, {0}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
 		append(api.AppendCommitBinary(nil, api.CommitRequest{}), 0),
+		api.AppendCommitBinary(nil, api.CommitRequest{Epoch: 3}),
+		api.AppendCommitBinary(nil, api.CommitRequest{Checkpoint: []byte{7}, Epoch: 3}),
 		[]byte(`{"epoch":3}`),
 	}
 }
@@ -51,6 +53,7 @@ func FuzzCommitBinaryBody(f *testing.F) {
 			t.Fatalf("accepted body %x, which is not the encoding %x of what reached the Backend", body, enc)
 		}
 		checkWithinLimits(t, got)
+		checkNotEmpty(t, got)
 	})
 }
 
@@ -97,6 +100,9 @@ func FuzzGetBody(f *testing.F) {
 			var req api.GetRequest
 			if err := json.Unmarshal(body, &req); err != nil {
 				t.Fatalf("accepted body %q that encoding/json refuses: %v", body, err)
+			}
+			if req.Keys == nil {
+				t.Fatalf(`accepted body %q, which is not {"keys": [...]}`, body)
 			}
 			want = req.Keys
 		}

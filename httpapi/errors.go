@@ -54,6 +54,7 @@ func (s *Server) backendError(w http.ResponseWriter, r *http.Request, err error)
 }
 
 func (s *Server) writeError(w http.ResponseWriter, _ *http.Request, status int, code, msg string) {
+	s.errors.WithLabelValues(code).Inc()
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}

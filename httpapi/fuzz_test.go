@@ -64,6 +64,8 @@ func FuzzCommitBody(f *testing.F) {
 		`{"puts":[{"key":"YQ==","KEY":"Yg==","value":""}]}`, `{"checkpoint":"AAAA\nAAAA"}`, `{"checkpoint":"AAAA\r\nAAAA"}`,
 		`{"deletes":["YR=="]}`, `{"deletes":["YQ"]}`, `{"deletes":["-_8="]}`, `{"checkpoint":null,"epoch":null}`,
 		`{"puts":{"key":"YQ=="}}`, `{"epoch":{"epoch":1,"epoch":2}}`,
+		`{"puts":null}`, `{"puts":null,"checkpoint":"AQ=="}`, `{"epoch":null,"checkpoint":"AQ=="}`, `{"checkpoint":"AQ=="}`,
+		`{"puts":[],"deletes":[],"checkpoint":""}`, `{"deletes":["YQ=="],"checkpoint":null}`, `{"puts":[{"key":"YQ==","value":null}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -94,7 +96,17 @@ func FuzzCommitBody(f *testing.F) {
 			t.Fatalf("Backend.Commit got %+v, body says %+v", got, want)
 		}
 		checkWithinLimits(t, got)
+		checkNotEmpty(t, got)
 	})
+}
+
+// checkNotEmpty fails the test if a commit with nothing in it (no puts,
+// deletes or checkpoint) reached the Backend.
+func checkNotEmpty(t *testing.T, got api.CommitRequest) {
+	t.Helper()
+	if len(got.Puts) == 0 && len(got.Deletes) == 0 && len(got.Checkpoint) == 0 {
+		t.Fatalf("a commit with nothing in it (%+v) reached the Backend", got)
+	}
 }
 
 // checkWithinLimits fails the test if a commit that reached the Backend
@@ -120,16 +132,25 @@ func checkWithinLimits(t *testing.T, got api.CommitRequest) {
 // commitNames are the JSON names of the commit body and its puts.
 var commitNames = map[string]bool{"puts": true, "deletes": true, "checkpoint": true, "epoch": true, "key": true, "value": true}
 
+// bytesNames are the JSON names whose values are bytes, and so may be
+// null (the empty bytes), and listsOfBytes those of lists of bytes.
+var (
+	bytesNames   = map[string]bool{"key": true, "value": true, "checkpoint": true}
+	listsOfBytes = map[string]bool{"deletes": true, "keys": true}
+)
+
 // loose says what in a commit body encoding/json would read in a way the
 // worker may not have meant: a key that is not one of commitNames exactly, a
-// key repeated in an object (in any case), or a string with a line break
-// (every string of a commit is base64). It is "" for a body that has none.
+// key repeated in an object (in any case), a string with a line break
+// (every string of a commit is base64), or a null where bytes are not due
+// (encoding/json reads it as absent). It is "" for a body that has none.
 func loose(body []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	type frame struct {
 		object bool
 		keys   map[string]bool
-		expect bool // the next token is a key
+		expect bool   // the next token is a key
+		key    string // an object's last key; the key an array is the value of
 	}
 	var stack []*frame
 	for {
@@ -154,17 +175,29 @@ func loose(body []byte) string {
 				return fmt.Sprintf("key %q twice", k)
 			}
 			top.keys[strings.ToLower(k)] = true
-			top.expect = false
+			top.expect, top.key = false, k
 			continue
 		}
 		if top != nil && top.object {
 			top.expect = true
 		}
+		if tok == nil {
+			switch {
+			case top == nil:
+				return "a null body"
+			case top.object && !bytesNames[top.key], !top.object && !listsOfBytes[top.key]:
+				return fmt.Sprintf("a null in %q", top.key)
+			}
+		}
 		switch tok {
 		case json.Delim('{'):
 			stack = append(stack, &frame{object: true, keys: map[string]bool{}, expect: true})
 		case json.Delim('['):
-			stack = append(stack, &frame{})
+			key := ""
+			if top != nil {
+				key = top.key
+			}
+			stack = append(stack, &frame{key: key})
 		case json.Delim(']'):
 			stack = stack[:len(stack)-1]
 		}

@@ -104,6 +104,9 @@ func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 // the body in messages. On failure it has answered (413 too large, 408 too
 // slow, 400 otherwise) and returns false.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, what string) ([]byte, bool) {
+	if b, ok := r.Body.(*bufferedBody); ok {
+		return b.b, true // read by admitRequests
+	}
 	body, err := readAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes), r.ContentLength, s.opts.MaxBodyBytes)
 	if err == nil {
 		return body, true

@@ -45,10 +45,11 @@ func listening(t *testing.T, b Backend, o Options) string {
 	return addr
 }
 
-// rawConn dials addr; the test ends by closing it.
+// rawConn dials addr, a TCP address or a socket's (unix:PATH); the test
+// ends by closing it.
 func rawConn(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	c, err := dial(context.Background(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -384,6 +384,10 @@ func (s *Server) decodeCommit(body []byte, binary bool) (req api.CommitRequest, 
 // every check is told in one pass that allocates once (commitValid); only
 // one that fails is checked again, in order, to say what fails first.
 func (s *Server) validateCommit(req api.CommitRequest) (status int, msg string) {
+	if len(req.Puts) == 0 && len(req.Deletes) == 0 && len(req.Checkpoint) == 0 {
+		// It would append an entry to the changelog and change nothing.
+		return http.StatusBadRequest, "the commit has nothing in it: send puts, deletes or a checkpoint (an epoch alone changes nothing)"
+	}
 	if s.commitValid(req) {
 		return 0, ""
 	}

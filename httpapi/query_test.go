@@ -71,6 +71,9 @@ func TestQueryRoutes(t *testing.T) {
 			}
 		}},
 		{name: "batch get no body type", method: "POST", target: "/query/tasks/t1/get", body: `{"keys":[]}`, setup: nil, status: 200},
+		{name: "batch get null body", method: "POST", target: "/query/tasks/t1/get", body: `null`, status: 400, code: api.CodeInvalid, noHeaders: true},
+		{name: "batch get keys missing", method: "POST", target: "/query/tasks/t1/get", body: `{}`, status: 400, code: api.CodeInvalid, noHeaders: true},
+		{name: "batch get null keys", method: "POST", target: "/query/tasks/t1/get", body: `{"keys":null}`, status: 400, code: api.CodeInvalid, noHeaders: true},
 		{name: "scan", method: "GET", target: "/query/tasks/t1/state?prefix=b&limit=1&max_lag=0", status: 200, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			var res api.ScanResult
 			mustJSON(t, r.body, &res)

@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/handoffhq/handoff/api"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -84,11 +85,13 @@ type Options struct {
 	// IdleTimeout closes kept-alive connections idle this long.
 	IdleTimeout time.Duration
 	// MaxConns bounds the connections open at once: a new one takes the
-	// place of the oldest that sent no complete, admitted request yet (or
-	// is sending a body, or is idle), or is answered 503 (admission.go).
+	// place of the oldest whose body stalls (or whose headers stall, or
+	// that is idle), or is answered 503 (admission.go).
 	// MaxRequests bounds the requests other than long-polls that run at
-	// once (more are answered 503 at once), and MaxLongPolls the waiting
-	// long-polls (the oldest answers at once to make room).
+	// once, each counted once its body is in (more are answered 503 at
+	// once), and apart from them the bodies arriving (a new one cuts off
+	// the oldest stalled one); MaxLongPolls bounds the waiting long-polls
+	// (the oldest answers at once to make room).
 	MaxConns     int
 	MaxRequests  int
 	MaxLongPolls int
@@ -98,6 +101,9 @@ type Options struct {
 	SocketGroup string
 	// Metrics, if non-nil, is served at /metrics (promhttp's handler).
 	Metrics http.Handler
+	// Registerer, if set, gets the API's own metrics (the error answers by
+	// code).
+	Registerer prometheus.Registerer
 	// Worker, if non-nil, is told when the worker attaches and detaches
 	// (see WorkerObserver); WorkerGrace is the grace after its last
 	// GET /assignment (DefaultWorkerGrace if zero).
@@ -184,6 +190,7 @@ type Server struct {
 
 	worker *workerTracker // nil without Options.Worker
 	admit  *admission
+	errors *prometheus.CounterVec // error answers by code
 }
 
 // New returns a Server for b. It does not listen yet.
@@ -193,6 +200,13 @@ func New(b Backend, o Options) *Server {
 		hosts: map[string]bool{}, cross: http.NewCrossOriginProtection()}
 	s.worker = newWorkerTracker(o.Worker, o.WorkerGrace)
 	s.admit = newAdmission(o)
+	s.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "handoff_api_errors_total",
+		Help: "Error answers of the worker API, by code (docs/api.md): not_owner and resume for a worker that lost or must restart a task, unavailable (503), unauthorized, invalid and the others.",
+	}, []string{"code"})
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(s.errors)
+	}
 	if o.Token != "" {
 		s.tokenSum = sha256.Sum256([]byte(o.Token))
 	}

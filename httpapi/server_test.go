@@ -193,10 +193,18 @@ func TestRoutes(t *testing.T) {
 					t.Errorf("key a still present after its delete")
 				}
 			}},
-		{name: "commit empty object", method: "POST", target: "/tasks/t1/commit", body: ` {} `, status: 200, mutates: true},
-		{name: "commit stale epoch", method: "POST", target: "/tasks/t1/commit", body: `{"epoch":2}`, status: 409, code: api.CodeNotOwner, mutates: true},
-		{name: "commit learner task", method: "POST", target: "/tasks/t2/commit", body: `{}`, status: 409, code: api.CodeNotOwner, mutates: true},
-		{name: "commit unknown task", method: "POST", target: "/tasks/nope/commit", body: `{}`, status: 404, code: api.CodeUnknownTask, mutates: true},
+		{name: "commit checkpoint alone", method: "POST", target: "/tasks/t1/commit", body: ` {"checkpoint":"AQ=="} `, status: 200, mutates: true},
+		{name: "commit deletes alone", method: "POST", target: "/tasks/t1/commit", body: `{"deletes":["YQ=="],"epoch":3}`, status: 200, mutates: true},
+		{name: "commit empty object", method: "POST", target: "/tasks/t1/commit", body: ` {} `, status: 400, code: api.CodeInvalid},
+		{name: "commit epoch alone", method: "POST", target: "/tasks/t1/commit", body: `{"epoch":3}`, status: 400, code: api.CodeInvalid},
+		{name: "commit empty lists", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[],"deletes":[],"checkpoint":""}`, status: 400, code: api.CodeInvalid},
+		{name: "commit null puts", method: "POST", target: "/tasks/t1/commit", body: `{"puts":null}`, status: 400, code: api.CodeInvalid},
+		{name: "commit null deletes", method: "POST", target: "/tasks/t1/commit", body: `{"deletes":null,"checkpoint":"AQ=="}`, status: 400, code: api.CodeInvalid},
+		{name: "commit null epoch", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"YQ==","value":"MQ=="}],"epoch":null}`, status: 400, code: api.CodeInvalid},
+		{name: "commit null put", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[null]}`, status: 400, code: api.CodeInvalid},
+		{name: "commit stale epoch", method: "POST", target: "/tasks/t1/commit", body: `{"checkpoint":"AQ==","epoch":2}`, status: 409, code: api.CodeNotOwner, mutates: true},
+		{name: "commit learner task", method: "POST", target: "/tasks/t2/commit", body: `{"checkpoint":"AQ=="}`, status: 409, code: api.CodeNotOwner, mutates: true},
+		{name: "commit unknown task", method: "POST", target: "/tasks/nope/commit", body: `{"checkpoint":"AQ=="}`, status: 404, code: api.CodeUnknownTask, mutates: true},
 		{name: "commit invalid task ID", method: "POST", target: "/tasks/-%00/commit", body: `{}`, status: 400, code: api.CodeInvalid},
 		{name: "commit unknown field", method: "POST", target: "/tasks/t1/commit", body: `{"put":[]}`, status: 400, code: api.CodeInvalid},
 		{name: "commit trailing garbage", method: "POST", target: "/tasks/t1/commit", body: `{}{}`, status: 400, code: api.CodeInvalid},
@@ -213,24 +221,24 @@ func TestRoutes(t *testing.T) {
 		{name: "commit value too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[{"key":"YQ==","value":"YWFh"}]}`, opts: Options{MaxValueBytes: 2}, status: 413, code: api.CodeTooLarge},
 		{name: "commit checkpoint too large", method: "POST", target: "/tasks/t1/commit", body: `{"checkpoint":"YWFh"}`, opts: Options{MaxValueBytes: 2}, status: 413, code: api.CodeTooLarge},
 		{name: "commit body too large", method: "POST", target: "/tasks/t1/commit", body: `{"puts":[]}` + strings.Repeat(" ", 100), opts: Options{MaxBodyBytes: 64}, status: 413, code: api.CodeTooLarge},
-		{name: "commit backend unavailable", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *httpapitest.Backend) {
+		{name: "commit backend unavailable", method: "POST", target: "/tasks/t1/commit", body: `{"checkpoint":"AQ=="}`, setup: func(f *httpapitest.Backend) {
 			f.Fail("Commit", fmt.Errorf("changelog append for task t1: %w", api.ErrUnavailable))
 		}, status: 503, code: api.CodeUnavailable, mutates: true, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if r.header.Get("Retry-After") == "" {
 				t.Errorf("503 without Retry-After")
 			}
 		}},
-		{name: "commit must resume", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *httpapitest.Backend) {
+		{name: "commit must resume", method: "POST", target: "/tasks/t1/commit", body: `{"checkpoint":"AQ=="}`, setup: func(f *httpapitest.Backend) {
 			f.Fail("Commit", fmt.Errorf("an earlier commit landed without its acknowledgement: %w", api.ErrResume))
 		}, status: 409, code: api.CodeResume, mutates: true, check: func(t *testing.T, _ *httpapitest.Backend, r response) {
 			if r.header.Get("Retry-After") != "" {
 				t.Errorf("a resume answer says Retry-After: the commit must not be retried")
 			}
 		}},
-		{name: "commit backend invalid", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *httpapitest.Backend) {
+		{name: "commit backend invalid", method: "POST", target: "/tasks/t1/commit", body: `{"checkpoint":"AQ=="}`, setup: func(f *httpapitest.Backend) {
 			f.Fail("Commit", fmt.Errorf("checkpoint must not shrink: %w", api.ErrInvalid))
 		}, status: 400, code: api.CodeInvalid, mutates: true},
-		{name: "commit backend too large", method: "POST", target: "/tasks/t1/commit", body: `{}`, setup: func(f *httpapitest.Backend) {
+		{name: "commit backend too large", method: "POST", target: "/tasks/t1/commit", body: `{"checkpoint":"AQ=="}`, setup: func(f *httpapitest.Backend) {
 			f.Fail("Commit", fmt.Errorf("changelog message over the stream's max: %w", api.ErrTooLarge))
 		}, status: 413, code: api.CodeTooLarge, mutates: true},
 

@@ -22,6 +22,8 @@ import (
 //   - a []byte field that is not standard, padded base64 with nothing else
 //     in it (encoding/json skips '\r' and '\n', accepts non-zero padding
 //     bits, and takes an array of numbers as the bytes);
+//   - null for anything but bytes (encoding/json reads it as absent, so a
+//     mis-serialized "epoch": null would skip the epoch check);
 //   - anything after the value.
 //
 // The error says where the problem is, as a path like puts[2].key; v is
@@ -122,6 +124,14 @@ func (s *strictScanner) value(t reflect.Type) error {
 			return fmt.Errorf("%s %w", s.where(), err)
 		}
 		return nil
+	case c == 'n' && t != bytesType:
+		// encoding/json leaves what it reads null as it was, so a field
+		// sent null would read as absent: an "epoch": null as no epoch.
+		// Bytes alone may be null, the empty bytes, as it writes nil.
+		if len(s.path) == 0 {
+			return errors.New("the body is null; send a JSON object")
+		}
+		return fmt.Errorf("%s is null; give it a value, or leave the field out", s.where())
 	}
 	s.skip()
 	return nil

@@ -85,6 +85,10 @@ type Options struct {
 	// Limiter, if set, bounds how many Replayers work at once (see
 	// Limiter).
 	Limiter *Limiter
+	// Urgent, if set, says whether the Replayer's next step goes ahead of
+	// the Limiter's holds (it still takes a slot): a task's own catch-up
+	// while the task is being handed over to this member.
+	Urgent func() bool
 	// Member, if set, is the member this Replayer runs on: a release entry
 	// that names it as the task's successor stops Run, with everything
 	// before the entry applied and the entry itself not, and Run returns

@@ -208,7 +208,8 @@ func (u *run) loop(ctx context.Context) (res Result, err error) {
 // limited runs fn in a slot of the Replayer's Limiter; it returns the
 // cancelled run's error when ctx ends first.
 func (u *run) limited(ctx context.Context, fn func() error) error {
-	if !u.r.opts.Limiter.acquire(ctx) {
+	urgent := u.r.opts.Urgent != nil && u.r.opts.Urgent()
+	if !u.r.opts.Limiter.acquire(ctx, urgent) {
 		_, err := u.cancelled(ctx)
 		return err
 	}

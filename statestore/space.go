@@ -220,5 +220,8 @@ func openOrGiveUp(ctx context.Context, dir string, opts Options) (*Store, error)
 			_ = r.s.Close()
 		}
 	}()
+	if errors.Is(ctx.Err(), context.Canceled) { // the caller stopped: nothing failed
+		return nil, fmt.Errorf("stopped opening the store in %s before Pebble had opened it (%w)", dir, ctx.Err())
+	}
 	return nil, fmt.Errorf("gave up opening the store in %s (%w): Pebble is still opening it (a flush it retries may be failing: see the log)", dir, ctx.Err())
 }

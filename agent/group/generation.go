@@ -187,6 +187,7 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		Shutdown:    res.Shutdown,
 		Candidates:  p.nextCandidates(live, res.Assignment.Leaving),
 		Term:        term,
+		Incoming:    Incoming(res.Assignment),
 	}
 	if compact {
 		index, err := put(KeyIndex, g)
@@ -194,8 +195,10 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 			return GenerationRecord{}, writes, err
 		}
 		g.Compact, g.Index = true, index
+		// What every member reads: nothing of any one member but the
+		// direct hand-offs in flight (O(revokes), not O(members)).
 		rec := GenerationRecord{Generation: gen, Leader: p.leader, Published: g.Published, Candidates: g.Candidates,
-			Term: term, Compact: true, Index: index}
+			Term: term, Incoming: g.Incoming, Compact: true, Index: index}
 		if _, err := put(KeyGeneration, rec); err != nil {
 			return GenerationRecord{}, writes, err
 		}
@@ -283,6 +286,24 @@ func Split(as assign.Assignment, live []string, shutdown []string) (map[string]*
 		unassigned = nil
 	}
 	return parts, unassigned
+}
+
+// Incoming returns, per member, the tasks of as that a revoke asks to hand
+// over to it directly (the revoke names it and the epoch it takes), in
+// task order; nil when there are none.
+func Incoming(as assign.Assignment) map[string][]string {
+	var in map[string][]string
+	for _, id := range slices.Sorted(maps.Keys(as.Tasks)) {
+		rv := as.Tasks[id].Revoke
+		if rv == nil || rv.Target == "" || rv.Epoch == 0 {
+			continue
+		}
+		if in == nil {
+			in = map[string][]string{}
+		}
+		in[rv.Target] = append(in[rv.Target], id)
+	}
+	return in
 }
 
 // Merge is the inverse of Split.

@@ -66,3 +66,22 @@ func TestPublicationScales(t *testing.T) {
 		})
 	}
 }
+
+// TestIncoming: a member is named for the tasks a direct revoke hands over
+// to it, and for no revoke through the leader or to nobody.
+func TestIncoming(t *testing.T) {
+	as := assign.Assignment{Tasks: map[string]*assign.TaskAssignment{
+		"t1": {Active: "m1", Epoch: 3, Revoke: &assign.Revoke{Target: "m3", Epoch: 4}},
+		"t2": {Active: "m2", Epoch: 1, Revoke: &assign.Revoke{Target: "m3", Epoch: 2}},
+		"t3": {Active: "m1", Epoch: 1, Revoke: &assign.Revoke{Target: "m2"}},         // through the leader
+		"t4": {Active: "m2", Epoch: 5, Revoke: &assign.Revoke{Target: "", Epoch: 0}}, // to nobody
+		"t5": {Active: "m1", Epoch: 1},
+	}}
+	got, want := Incoming(as), map[string][]string{"m3": {"t1", "t2"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Incoming = %v, want %v", got, want)
+	}
+	if got := Incoming(assign.Assignment{Tasks: map[string]*assign.TaskAssignment{"t5": as.Tasks["t5"]}}); got != nil {
+		t.Errorf("Incoming with no direct revoke = %v, want nil", got)
+	}
+}

@@ -130,6 +130,12 @@ type GenerationRecord struct {
 	Leaving    map[string]time.Time              `json:"leaving,omitempty"`
 	Round      *assign.Round                     `json:"round,omitempty"`
 	Shutdown   []string                          `json:"shutdown,omitempty"`
+	// Incoming names, per member, the tasks a direct revoke is handing
+	// over to it (Incoming): a member learns from the record it reads
+	// anyway that a task is about to be its own, although its assignment
+	// did not change. A hint for the member's priorities, nothing of
+	// ownership (the release entry decides).
+	Incoming map[string][]string `json:"incoming,omitempty"`
 	// Candidates name the members besides the leader that watch the
 	// lease, to campaign as soon as it ends; the others look at it only
 	// now and then (see docs/ARCHITECTURE.md). None named (a leader that

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/agent/assign"
+	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/sidecar"
@@ -41,13 +44,23 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 	red := cfg.redactor()
 	defer func() { err = red.Error(err) }()
 	log := newLogger(e.stderr, lc.LogLevel, lc.LogFormat, red)
+	log.Info().Str("group", cfg.Group).Str("member", cfg.MemberID).Str("dataDir", cfg.DataDir).Msg("agent starting")
 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	// A signal during the start ends it where it is: what the start
+	// opened is closed, and the agent exits as after any signal.
+	cutShort := func(err error) error {
+		if ctx.Err() == nil {
+			return err
+		}
+		log.Info().Err(err).Msg("start cut short by the signal; exiting")
+		return nil
+	}
 	nc, stopNATS, err := dialOrEmbed(cfg, log)
 	if err != nil {
-		return err
+		return cutShort(err)
 	}
 	defer stopNATS()
 
@@ -69,9 +82,10 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			Registerer:   reg,
 			Snapshots:    cfg.Snapshots,
 
-			RequireWorker:   cfg.RequireWorker,
-			WorkerTimeout:   cfg.WorkerTimeout,
-			AcceptStateLoss: acceptStateLoss(cfg),
+			RequireWorker:    cfg.RequireWorker,
+			WorkerTimeout:    cfg.WorkerTimeout,
+			AcceptStateLoss:  acceptStateLoss(cfg),
+			RecordCacheBytes: recordCacheBytes(cfg),
 		},
 		Listen: cfg.Listen,
 		API: httpapi.Options{
@@ -84,16 +98,22 @@ func runAgent(ctx context.Context, args []string, e *env) (err error) {
 			MaxLongPolls:      cfg.APIMaxLongPolls,
 			SocketGroup:       cfg.APISocketGroup,
 			Metrics:           promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+			Registerer:        reg,
 			Logger:            log.With().Str("component", "api").Logger(),
 		},
-		Logger: log,
+		MetricsListen: cfg.MetricsListen,
+		Logger:        log,
 	})
 	if err != nil {
-		return err
+		return cutShort(err)
 	}
 	// The member record goes first, then the local state, then NATS.
 	defer closeLogged(log, "member", m.Close)
-	log.Info().Str("api", m.Addr.String()).Str("group", cfg.Group).Str("member", cfg.MemberID).Msg("agent started")
+	started := log.Info().Str("api", m.Addr.String()).Str("group", cfg.Group).Str("member", cfg.MemberID)
+	if m.MetricsAddr != nil {
+		started = started.Str("metrics", m.MetricsAddr.String())
+	}
+	started.Msg("agent started")
 
 	return m.Run(ctx, func() {
 		// A signal: hand the tasks over before exiting. The API keeps
@@ -116,12 +136,70 @@ func leave(a *agent.Agent, leaveTimeout time.Duration, log zerolog.Logger) bool 
 		return false
 	}
 	log.Info().Dur("timeout", leaveTimeout).Msg("leaving: handing tasks over before exit (send the signal again to exit at once)")
-	if err := a.WaitDone(ctx); err != nil {
-		log.Warn().Err(err).Msg("left before every task was handed over; the group fails them over")
-		return false
+	done := make(chan error, 1)
+	go func() { done <- a.WaitDone(ctx) }()
+	every := time.NewTicker(leaveLogEvery)
+	defer every.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				log.Warn().Err(err).Msg("left before every task was handed over; the group fails them over")
+				return false
+			}
+			log.Info().Msg("left the group")
+			return true
+		case <-every.C:
+			deadline, _ := ctx.Deadline()
+			log.Info().Str("waitingFor", leaveWaitingFor(a.LeaveStatus(), a.Assignment(), a.Ready())).
+				Dur("givesUpIn", time.Until(deadline).Round(time.Second)).
+				Msg("leaving: still waiting (send the signal again to exit at once)")
+		}
 	}
-	log.Info().Msg("left the group")
-	return true
+}
+
+// leaveLogEvery is how often a leave in progress says what it waits for.
+const leaveLogEvery = 5 * time.Second
+
+// leaveWaitingFor says what a leave in progress waits for, given the
+// leave's status, the member's view and its readiness.
+func leaveWaitingFor(st api.LeaveStatus, v api.View, ready error) string {
+	var parts []string
+	if ready != nil {
+		parts = append(parts, fmt.Sprintf("the member to reach its group again (%v): until then the leader hears nothing of the leave", ready))
+	}
+	if len(v.Revoke) > 0 {
+		parts = append(parts, fmt.Sprintf("the worker to release %s (it polls /assignment, stops them and calls /tasks/{id}/release)", shortList(v.Revoke)))
+	}
+	var moving []string // not revoked yet: their learners warm up
+	for _, id := range st.Remaining {
+		if !slices.Contains(v.Revoke, id) {
+			moving = append(moving, id)
+		}
+	}
+	if len(moving) > 0 {
+		caughtUp := 0
+		for _, l := range st.Learners {
+			if l.Lag == 0 {
+				caughtUp++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("the group to move %s to other members (%d of %d learners caught up)",
+			shortList(moving), caughtUp, len(st.Learners)))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "the leader to say that the member may go")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// shortList names ids, the first few of them if they are many.
+func shortList(ids []string) string {
+	const most = 5
+	if len(ids) <= most {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:most], ", "), len(ids)-most)
 }
 
 // waitDelivered waits until the worker has been told to shut down (it polls
@@ -139,7 +217,7 @@ func waitDelivered(delivered <-chan struct{}, max time.Duration) {
 // and connects to it in process. The returned func closes both.
 func dialOrEmbed(cfg Config, log zerolog.Logger) (*natsgo.Conn, func(), error) {
 	if cfg.NATS.URL != "" {
-		nc, err := connect(cfg.NATS, "handoff-agent-"+cfg.MemberID, log)
+		nc, err := connect(cfg.NATS, "handoff-agent-"+cfg.MemberID, log, hintEmbedded)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -184,6 +262,14 @@ func closeLogged(log zerolog.Logger, what string, close func() error) {
 	if err := close(); err != nil {
 		log.Warn().Err(err).Msgf("close %s", what)
 	}
+}
+
+// recordCacheBytes is the agent's record cache bound from cfg.
+func recordCacheBytes(cfg Config) int64 {
+	if cfg.StoreRecordCacheMB == 0 {
+		return -1 // off
+	}
+	return int64(cfg.StoreRecordCacheMB) << 20
 }
 
 // storeOptions are the local store's options from cfg.

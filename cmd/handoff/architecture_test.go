@@ -71,3 +71,32 @@ func TestArchitecturePackages(t *testing.T) {
 		}
 	}
 }
+
+// labPackages are the lab's: the in-process and multi-process harnesses
+// (internal/proc runs 'go build'), the record of a run and the counter
+// worker. The sidecar's binary, and its image, link none of them:
+// 'handoff conformance' runs its members on internal/sidecar, as 'handoff
+// agent' does, and its workers are the command under test.
+var labPackages = []string{
+	"github.com/handoffhq/handoff/internal/lab",
+	"github.com/handoffhq/handoff/internal/proc",
+	"github.com/handoffhq/handoff/internal/cluster",
+	"github.com/handoffhq/handoff/internal/record",
+	"github.com/handoffhq/handoff/internal/scenario",
+	"github.com/handoffhq/handoff/countworker",
+}
+
+// TestSidecarLinksNoLab keeps the lab out of cmd/handoff, and checks that
+// the same listing finds it in cmd/handoff-lab, so that the check sees
+// what it looks for.
+func TestSidecarLinksNoLab(t *testing.T) {
+	sidecar := listDeps(t, "github.com/handoffhq/handoff/cmd/handoff")
+	for _, p := range labPackages {
+		if slices.Contains(sidecar, p) {
+			t.Errorf("cmd/handoff links %s: the sidecar's binary must link none of the lab", p)
+		}
+	}
+	if lab := listDeps(t, "github.com/handoffhq/handoff/cmd/handoff-lab"); !slices.Contains(lab, "github.com/handoffhq/handoff/internal/lab") {
+		t.Errorf("go list -deps cmd/handoff-lab does not list internal/lab: the check sees nothing")
+	}
+}

@@ -53,6 +53,9 @@ type Config struct {
 	// APISocketGroup, with --listen unix:PATH, is the group that may use
 	// the socket besides the agent's user.
 	APISocketGroup string
+	// MetricsListen is a second listener that serves /metrics and the
+	// probes alone, without the token.
+	MetricsListen string
 
 	// RequireWorker makes the member take active tasks only while its
 	// worker is attached to the API; WorkerTimeout is how long a detached
@@ -65,9 +68,11 @@ type Config struct {
 	// StoreMinFreeMB is the free space the local store keeps on its disk
 	// (0: no reserve); OnCorruptStore what a start does with a corrupt one.
 	StoreMinFreeMB int
-	// StoreCacheMB bounds the local store's block cache.
-	StoreCacheMB   int
-	OnCorruptStore string
+	// StoreCacheMB bounds the local store's block cache;
+	// StoreRecordCacheMB the record caches of the active tasks (0: off).
+	StoreCacheMB       int
+	StoreRecordCacheMB int
+	OnCorruptStore     string
 	// AcceptStateLoss is a task spec: tasks this member starts empty when
 	// their state is lost (their changelog was purged).
 	AcceptStateLoss []string
@@ -119,9 +124,10 @@ func DefaultConfig() Config {
 		GroupConfig:          assign.DefaultConfig(),
 		SnapshotsOn:          true,
 
-		StoreMinFreeMB: statestore.DefaultMinFree >> 20,
-		StoreCacheMB:   statestore.DefaultCacheBytes >> 20,
-		OnCorruptStore: string(statestore.Rebuild),
+		StoreMinFreeMB:     statestore.DefaultMinFree >> 20,
+		StoreCacheMB:       statestore.DefaultCacheBytes >> 20,
+		StoreRecordCacheMB: agent.DefaultRecordCacheBytes >> 20,
+		OnCorruptStore:     string(statestore.Rebuild),
 		Snapshots: agent.SnapshotOptions{
 			Every:    agent.DefaultSnapshotEvery,
 			Interval: agent.DefaultSnapshotInterval,
@@ -204,13 +210,15 @@ func agentFlags(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.APIAllowedHosts, "api-allowed-hosts", c.APIAllowedHosts, "host `names` (comma-separated) the API answers to besides localhost, IP addresses and the hosts of --listen and --advertise; * for any")
 	fs.DurationVar(&c.APIReadHeaderTimeout, "api-read-header-timeout", c.APIReadHeaderTimeout, "the API closes a connection whose request headers take `longer`")
 	fs.DurationVar(&c.APIBodyTimeout, "api-body-timeout", c.APIBodyTimeout, "the API answers 408 to a request whose body takes `longer` to arrive (long-polls have none)")
-	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API keeps open at once; a new one replaces the oldest that has not sent a complete request (or sends a body, or is idle), else is answered 503")
-	fs.IntVar(&c.APIMaxRequests, "api-max-requests", c.APIMaxRequests, "`requests` (long-polls aside) the API runs at once; more are answered 503 at once")
+	fs.IntVar(&c.APIMaxConns, "api-max-conns", c.APIMaxConns, "`connections` the API keeps open at once; a new one replaces the oldest whose body stalls (or whose headers stall, or that is idle), else is answered 503")
+	fs.IntVar(&c.APIMaxRequests, "api-max-requests", c.APIMaxRequests, "`requests` (long-polls aside) the API runs at once, each counted once its body is in; more are answered 503 at once. As many bodies may arrive besides; past that a new one replaces the oldest that stalls")
 	fs.IntVar(&c.APIMaxLongPolls, "api-max-long-polls", c.APIMaxLongPolls, "`long-polls` of /assignment the API holds at once; past it the oldest answers at once")
 	fs.StringVar(&c.APISocketGroup, "api-socket-group", c.APISocketGroup, "with --listen unix:PATH: the `group` (name or ID) whose members may use the socket too; it is made that group's, mode 0660 (default: mode 0600, the agent's user only)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "if set, a second `address` (host:port) that serves GET /metrics, /healthz and /readyz alone, without the API token: for Prometheus and probes when the API is on a Unix socket or 127.0.0.1")
 
 	fs.IntVar(&c.StoreMinFreeMB, "store-min-free-mb", c.StoreMinFreeMB, "free `MiB` the local store keeps on its disk: below it commits are refused (503) and a start waits (0 = no reserve; a start still waits for room to open the store)")
 	fs.IntVar(&c.StoreCacheMB, "store-cache-mb", c.StoreCacheMB, "`MiB` of memory the local store may keep read blocks in (Pebble's block cache, filled as state is read); reads of state beyond it cost several times more")
+	fs.IntVar(&c.StoreRecordCacheMB, "store-record-cache-mb", c.StoreRecordCacheMB, "`MiB` of memory the record caches of this member's active tasks may hold together: the values (and absence) of keys the worker read, in front of the local store, updated by its commits (0 = off)")
 	fs.Var(specValue{&c.AcceptStateLoss}, "accept-state-loss", "stateful task `IDs` (like --tasks) this member starts empty although the group shows they had state that is gone (their changelog was purged); remove once they run")
 	fs.StringVar(&c.OnCorruptStore, "on-corrupt-store", c.OnCorruptStore, "`policy` for a local store found corrupt: rebuild (move it aside, restore the tasks from snapshots and the changelog) or fail")
 
@@ -437,6 +445,11 @@ func (c Config) validateListen() []error {
 			return []error{fmt.Errorf("--listen %q: use host:port, e.g. 127.0.0.1:7070, or unix:PATH for a Unix socket, e.g. unix:/run/handoff/api.sock", c.Listen)}
 		}
 	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			return []error{fmt.Errorf("--metrics-listen %q: use host:port, e.g. :9090 (every interface, for Prometheus in a pod) or 127.0.0.1:9090", c.MetricsListen)}
+		}
+	}
 	return nil
 }
 
@@ -475,6 +488,9 @@ func (c Config) Validate() error {
 	}
 	if c.StoreCacheMB < 1 {
 		errs = append(errs, fmt.Errorf("--store-cache-mb %d: use 1 or more", c.StoreCacheMB))
+	}
+	if c.StoreRecordCacheMB < 0 {
+		errs = append(errs, fmt.Errorf("--store-record-cache-mb %d: use 0 (no record cache) or more", c.StoreRecordCacheMB))
 	}
 	if c.StoreMinFreeMB < 0 {
 		errs = append(errs, fmt.Errorf("--store-min-free-mb %d: use 0 (no reserve) or more", c.StoreMinFreeMB))
@@ -632,12 +648,4 @@ func (c Config) allowedHosts() []string {
 		}
 	}
 	return out
-}
-
-// durationOr returns d, or def if d is zero.
-func durationOr(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }

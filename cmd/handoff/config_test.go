@@ -299,6 +299,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"API connections no more than its requests", configCase{args: []string{"--api-max-conns", "64", "--api-max-requests", "60"}}, []string{"--api-max-conns 64: use more than"}},
 		{"API without requests", configCase{args: []string{"--api-max-requests", "0"}}, []string{"--api-max-requests 0, --api-max-long-polls 64: use 1 or more"}},
 		{"store cache 0", configCase{args: []string{"--store-cache-mb", "0"}}, []string{"--store-cache-mb 0: use 1 or more"}},
+		{"record cache below 0", configCase{args: []string{"--store-record-cache-mb", "-1"}}, []string{"--store-record-cache-mb -1: use 0 (no record cache) or more"}},
 		{"TLS cert without key", configCase{file: "nats-tls-cert: c.pem\n"}, []string{"--nats-tls-cert and --nats-tls-key go together"}},
 		{"log level", configCase{file: "log-level: loud\n"}, []string{`--log-level "loud"`}},
 		{"log format", configCase{file: "log-format: xml\n"}, []string{`--log-format "xml"`}},
@@ -337,8 +338,8 @@ func TestEverySettingHasOneName(t *testing.T) {
 		"nats-user": "u", "release-timeout": "3s", "replicas": "3", "session-timeout": "9s",
 		"stable-max-wait": "50s", "standbys": "2", "stateless-tasks": "s-0..1", "tasks": "t-0..3", "zone": "z",
 		"snapshot-every": "500", "snapshot-interval": "5m0s", "snapshot-keep": "3", "snapshot-margin": "77", "snapshots": "false",
-		"require-worker": "false", "worker-timeout": "12s", "api-socket-group": "65532", "store-cache-mb": "64",
-		"store-min-free-mb": "256", "on-corrupt-store": "fail", "accept-state-loss": "t-1..2",
+		"require-worker": "false", "worker-timeout": "12s", "api-socket-group": "65532", "store-cache-mb": "64", "store-record-cache-mb": "32",
+		"store-min-free-mb": "256", "on-corrupt-store": "fail", "accept-state-loss": "t-1..2", "metrics-listen": "127.0.0.1:9191",
 		"nats-tls-cert": "", "nats-tls-key": "", // go together: set below
 		"config": "", "print-config": "", // not settings of the file
 	}

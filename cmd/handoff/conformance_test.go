@@ -15,14 +15,25 @@ func TestConformanceHelp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "help") {
 		t.Fatalf("handoff conformance --help: err = %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{conformance.EnvSidecarURL, conformance.EnvSidecarToken, conformance.EnvNATSURL, conformance.EnvGroup} {
+	for _, want := range []string{conformance.EnvSidecarURL, conformance.EnvSidecarToken, conformance.EnvNATSURL, conformance.EnvGroup, conformance.EnvTasks} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help does not name the worker's variable %s", want)
 		}
 	}
-	for _, c := range conformance.Cases() {
+	for _, c := range conformance.Cases(conformance.JobCount) {
 		if !strings.Contains(out.String(), c.ID) {
 			t.Errorf("--help does not list case %s", c.ID)
+		}
+	}
+	// Each job is explained, and what --job own skips is named.
+	for _, job := range conformance.Jobs() {
+		if !strings.Contains(out.String(), "--job "+job) {
+			t.Errorf("--help does not explain --job %s", job)
+		}
+	}
+	for _, c := range conformance.Cases(conformance.JobOwn) {
+		if c.Skipped && !strings.Contains(out.String(), c.ID+" is skipped") {
+			t.Errorf("--help does not say that --job own skips %s", c.ID)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/handoffhq/handoff/agent"
+	"github.com/handoffhq/handoff/httpapi"
 	"github.com/handoffhq/handoff/internal/doctest"
 	"github.com/handoffhq/handoff/internal/natstest"
 	"github.com/handoffhq/handoff/statestore"
@@ -182,7 +183,7 @@ func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
 	}
 }
 
-// agentMetrics returns the metric families an agent registers.
+// agentMetrics returns the metric families an agent and its API register.
 func agentMetrics(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
 	ns := natstest.Start(t)
@@ -202,6 +203,7 @@ func agentMetrics(t *testing.T) []*dto.MetricFamily {
 		t.Fatalf("open an agent: %v", err)
 	}
 	defer a.Close()
+	httpapi.New(a, httpapi.Options{Registerer: reg}) // the API's metrics
 
 	described := 0
 	for _, c := range reg.collectors {

@@ -27,7 +27,7 @@ func groupEnv(e *env) groupcli.Env {
 type clientNATS struct{ n nats }
 
 func (c *clientNATS) Connect(name string) (*natsgo.Conn, error) {
-	return connect(c.n, name, zerolog.Nop())
+	return connect(c.n, name, zerolog.Nop(), hintServer)
 }
 
 func (c *clientNATS) URL() string { return c.n.URL }

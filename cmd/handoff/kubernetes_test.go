@@ -46,7 +46,8 @@ type (
 		ServiceName string    `yaml:"serviceName"`
 		Template    struct {
 			Metadata struct {
-				Labels map[string]string `yaml:"labels"`
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
 			} `yaml:"metadata"`
 			Spec k8sPodSpec `yaml:"spec"`
 		} `yaml:"template"`
@@ -80,7 +81,11 @@ type (
 		Image         string   `yaml:"image"`
 		Command       []string `yaml:"command"`
 		RestartPolicy string   `yaml:"restartPolicy"`
-		Env           []struct {
+		Ports         []struct {
+			Name          string `yaml:"name"`
+			ContainerPort int    `yaml:"containerPort"`
+		} `yaml:"ports"`
+		Env []struct {
 			Name      string `yaml:"name"`
 			Value     string `yaml:"value"`
 			ValueFrom *struct {
@@ -335,6 +340,26 @@ func TestKubernetesManifests(t *testing.T) {
 		if !slices.Equal(p.h.Exec.Command, p.want) {
 			t.Errorf("sidecar %s runs %q, want %q", name, p.h.Exec.Command, p.want)
 		}
+	}
+
+	// Prometheus scrapes the metrics listener: on the pod's IP, at the
+	// port the sidecar declares and the pod's annotations name.
+	_, port, err := net.SplitHostPort(cfg.MetricsListen)
+	if err != nil {
+		t.Errorf("the sidecar's metrics-listen %q: %v; the example serves its metrics apart from the API on the socket", cfg.MetricsListen, err)
+	}
+	declared := ""
+	for _, p := range side.Ports {
+		if p.Name == "metrics" {
+			declared = fmt.Sprint(p.ContainerPort)
+		}
+	}
+	ann := sts.Spec.Template.Metadata.Annotations
+	if declared != port || ann["prometheus.io/port"] != port || ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/path"] != "/metrics" {
+		t.Errorf("metrics-listen port %q, sidecar port named metrics %q, pod annotations %v: want one port, scraped at /metrics", port, declared, ann)
+	}
+	if host, _, _ := net.SplitHostPort(cfg.MetricsListen); host != "" {
+		t.Errorf("metrics-listen %q listens on %s only; Prometheus reaches the pod's IP", cfg.MetricsListen, host)
 	}
 
 	// The worker leaves before it is stopped.
@@ -605,7 +630,7 @@ func TestKubernetesTermination(t *testing.T) {
 		if _, socket := api.SocketPath(cfg.Listen); socket {
 			listen = "unix:" + filepath.Join(shortTempDir(t), "api.sock")
 		}
-		return startAgent(t, member, e, "--nats", ns.URL, "--replicas", "1", "--listen", listen,
+		return startAgent(t, member, e, "--nats", ns.URL, "--replicas", "1", "--listen", listen, "--metrics-listen", "127.0.0.1:0",
 			"--tasks", fmt.Sprintf("orders-0..%d", tasks-3), "--stateless-tasks", "enrich-0..1")
 	}
 	m0 := start("orders-0")
@@ -631,6 +656,19 @@ func TestKubernetesTermination(t *testing.T) {
 		if err := run(context.Background(), args, &env{stdout: &out, stderr: &out, getenv: func(string) string { return "" }}); err != nil {
 			t.Errorf("probe %q on a running member: %v", args, err)
 		}
+	}
+
+	// Prometheus scrapes the metrics listener without the API's token.
+	started, _ := m0.find("agent started")
+	metricsAddr, _ := started["metrics"].(string)
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape orders-0's metrics listener: %v", err)
+	}
+	scrape, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(scrape), `handoff_tasks{role="active"}`) {
+		t.Errorf("scrape of orders-0's metrics listener: status %d, want 200 with handoff_tasks:\n%.300s", resp.StatusCode, scrape)
 	}
 
 	if err := runPreStop(t, script, m0.api, os.Getenv("PATH")); err != nil {

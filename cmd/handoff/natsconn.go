@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -13,7 +15,7 @@ import (
 // connect dials the NATS server named by n with its credentials and TLS
 // settings. The connection reconnects forever: the agent rides out a NATS
 // restart.
-func connect(n nats, name string, log zerolog.Logger) (*natsgo.Conn, error) {
+func connect(n nats, name string, log zerolog.Logger, hint connectHint) (*natsgo.Conn, error) {
 	opts := []natsgo.Option{
 		natsgo.Name(name),
 		natsgo.MaxReconnects(-1),
@@ -33,9 +35,44 @@ func connect(n nats, name string, log zerolog.Logger) (*natsgo.Conn, error) {
 	nc, err := natsgo.Connect(n.URL, opts...)
 	if err != nil {
 		// nats.go's errors may echo the URL, and with it a password.
-		return nil, redact.New(n.secrets()...).Error(fmt.Errorf("cannot reach NATS at %s: %w (is the server running and the URL right? leave --nats empty to run an embedded server)", redact.URL(n.URL), err))
+		return nil, redact.New(n.secrets()...).Error(fmt.Errorf("cannot reach NATS at %s: %w (%s)", redact.URL(n.URL), err, hint.about(err)))
 	}
 	return nc, nil
+}
+
+// connectHint is what a failed connection's message suggests besides the
+// credentials: the agent can run an embedded server instead, a tool that
+// reads a group cannot.
+type connectHint bool
+
+const (
+	hintEmbedded connectHint = true
+	hintServer   connectHint = false
+)
+
+// about is the hint for err: the credentials when the server refused
+// them, else the server and its URL.
+func (h connectHint) about(err error) string {
+	if authRefused(err) {
+		return "the server refused the credentials: check --nats-token, or --nats-user and --nats-password, or --nats-creds, or the user in the URL"
+	}
+	if h == hintEmbedded {
+		return "is the server running and the URL right? leave --nats empty to run an embedded server"
+	}
+	return "is the server running and the URL right?"
+}
+
+// authRefused tells whether err is a server's refusal of the client's
+// credentials. On connect nats.go passes the server's words on as they
+// are ("nats: Authorization Violation"), not always as its sentinels.
+func authRefused(err error) bool {
+	for _, e := range []error{natsgo.ErrAuthorization, natsgo.ErrAuthExpired, natsgo.ErrAuthRevoked, natsgo.ErrAccountAuthExpired} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "authorization violation") || strings.Contains(msg, "authentication")
 }
 
 // options are the authentication and TLS options of n.

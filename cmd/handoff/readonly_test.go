@@ -36,16 +36,8 @@ var runtimePrefixes = []string{
 // followed by "/...".
 func runtimeDeps(t *testing.T, pkg string) []string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go tool to list packages with: %v", err)
-	}
-	out, err := exec.Command(goTool, "list", "-deps", pkg).Output()
-	if err != nil {
-		t.Fatalf("go list -deps %s: %v", pkg, err)
-	}
 	var found []string
-	for _, dep := range strings.Fields(string(out)) {
+	for _, dep := range listDeps(t, pkg) {
 		if slices.Contains(runtimePackages, dep) {
 			found = append(found, dep)
 		}
@@ -57,6 +49,20 @@ func runtimeDeps(t *testing.T, pkg string) []string {
 	}
 	slices.Sort(found)
 	return slices.Compact(found)
+}
+
+// listDeps lists the packages pkg links, as go list -deps sees them.
+func listDeps(t *testing.T, pkg string) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go tool to list packages with: %v", err)
+	}
+	out, err := exec.Command(goTool, "list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
 }
 
 // TestReadOnlyCommandsLinkNoRuntime keeps 'status', 'group' and 'plan',

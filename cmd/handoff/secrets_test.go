@@ -160,7 +160,7 @@ func TestEmbeddedNATSRequiresTheToken(t *testing.T) {
 	} else if !errors.Is(err, natsgo.ErrAuthorization) {
 		t.Fatalf("connect without the token: %v, want an authorization error", err)
 	}
-	nc, err := connect(nats{URL: url, Token: token}, "joiner", zerolog.Nop())
+	nc, err := connect(nats{URL: url, Token: token}, "joiner", zerolog.Nop(), hintEmbedded)
 	if err != nil {
 		t.Fatalf("connect as a joining agent does, with --nats-token: %v", err)
 	}

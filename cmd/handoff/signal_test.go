@@ -368,8 +368,16 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 
 	m1.signal(syscall.SIGTERM)
 	m1.waitLog("leaving: handing tasks over", exitDeadline)
+	// The leave that makes no progress says, every few seconds, what it
+	// waits for and how long it will still wait.
+	still := m1.waitLog("leaving: still waiting", exitDeadline)
 	if m1.logged("left the group") {
 		t.Fatal("m1 left the group although no worker released its tasks; the test needs a leave that lasts")
+	}
+	waiting, _ := still["waitingFor"].(string)
+	givesUpIn, _ := still["givesUpIn"].(float64) // milliseconds
+	if !strings.Contains(waiting, "the worker to release orders-") || givesUpIn <= 0 || givesUpIn > (10*time.Minute+15*time.Second).Seconds()*1000 {
+		t.Errorf("the leave in progress logged %v: want it waiting for the worker to release m1's tasks, and giving up within the leave timeout", still)
 	}
 	m1.signal(syscall.SIGTERM)
 	if code := m1.waitExit(exitDeadline); code != 130 {

@@ -5,6 +5,9 @@
 //
 // Input goes to the stream INPUT_<group>, one subject per task
 // (input.<group>.<task>), one key per message, as examples/counter reads it.
+// A publish that fails (NATS restarting, a timeout) is tried again, with a
+// wait that grows to 5 s, until it is acknowledged, and each failure and
+// the recovery are logged to stderr: the producer rides out a NATS restart.
 // verify replays each stateful task's changelog, reads the input stream up to
 // the task's checkpoint, and compares the counts key by key; it waits (up to
 // --timeout) for the workers to finish the input first. The comparison is
@@ -39,7 +42,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "producer:", err)
@@ -56,7 +59,9 @@ type config struct {
 	timeout time.Duration
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+// run runs the producer or verify; out gets their report, logs what went
+// wrong and was retried.
+func run(ctx context.Context, args []string, out, logs io.Writer) error {
 	verify := len(args) > 0 && args[0] == "verify"
 	if verify {
 		args = args[1:]
@@ -76,7 +81,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil || len(tasks) == 0 {
 		return fmt.Errorf("--tasks: give the stateful task IDs, e.g. 'orders-0..7' (%v)", err)
 	}
-	nc, err := nats.Connect(c.natsURL)
+	// Reconnect for ever: the producer rides out a NATS restart.
+	nc, err := nats.Connect(c.natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", c.natsURL, err)
 	}
@@ -88,14 +94,24 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if verify {
 		return runVerify(ctx, js, c, tasks, out)
 	}
-	return produce(ctx, js, c, tasks, out)
+	return produce(ctx, js, c, tasks, out, logs)
 }
 
 func inputStream(group string) string { return "INPUT_" + group }
 
+// Bounds of the wait between two tries of a publish that failed, and of
+// one try.
+const (
+	minRetryWait = 100 * time.Millisecond
+	maxRetryWait = 5 * time.Second
+	publishWait  = 5 * time.Second
+)
+
 // produce publishes random keys round-robin over the tasks at c.rate until
-// ctx ends.
-func produce(ctx context.Context, js jetstream.JetStream, c config, tasks []string, out io.Writer) error {
+// ctx ends. A publish that fails (NATS restarting, a timeout) is tried
+// again, with a wait that doubles up to maxRetryWait, until it is
+// acknowledged; each failure is logged, and so is the recovery.
+func produce(ctx context.Context, js jetstream.JetStream, c config, tasks []string, out, logs io.Writer) error {
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: inputStream(c.group), Subjects: []string{"input." + c.group + ".>"}, Storage: jetstream.FileStorage,
 	}); err != nil {
@@ -117,14 +133,43 @@ func produce(ctx context.Context, js jetstream.JetStream, c config, tasks []stri
 		case <-tick.C:
 			task := tasks[i%len(tasks)]
 			key := "key-" + strconv.Itoa(rand.IntN(c.keys))
-			if _, err := js.Publish(ctx, "input."+c.group+"."+task, []byte(key)); err != nil {
-				if ctx.Err() != nil {
-					continue
-				}
-				return fmt.Errorf("publish: %w", err)
+			if publish(ctx, js, "input."+c.group+"."+task, []byte(key), logs) {
+				sent++
 			}
-			sent++
 		}
+	}
+}
+
+// publish publishes data to subject, trying again after each failure until
+// it is acknowledged (true) or ctx ends (false). A retried message whose
+// first try was stored after all is in the input twice; verify counts the
+// input as it is.
+func publish(ctx context.Context, js jetstream.JetStream, subject string, data []byte, logs io.Writer) bool {
+	wait, failed, since := minRetryWait, 0, time.Time{}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, publishWait)
+		_, err := js.Publish(pctx, subject, data)
+		cancel()
+		if err == nil {
+			if failed > 0 {
+				fmt.Fprintf(logs, "publishing again: %s acknowledged after %d failed tries in %s\n", subject, failed, time.Since(since).Round(time.Millisecond))
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if failed == 0 {
+			since = time.Now()
+		}
+		failed++
+		fmt.Fprintf(logs, "publish to %s failed (%v); trying again in %s\n", subject, err, wait)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxRetryWait)
 	}
 }
 

@@ -1,19 +1,29 @@
 #!/usr/bin/env python3
-"""A handoff worker in Python 3, standard library only.
+"""A handoff worker in Python 3 on the handoff_client package (clients/python).
 
 It does the job of the Go counter (examples/counter): for every stateful
 task active on its member, it counts how often each key (a message's body)
 occurs in the task's input, and commits the counts to the sidecar with the
 input position reached as the checkpoint, exactly once across hand-offs.
-Copy it as the shape of a worker in any language; docs/api.md is the
-contract it follows, and `handoff conformance -- python3 worker.py` checks it.
+docs/api.md is the contract; the package's runner follows it, and
+`handoff conformance -- python3 worker.py` checks it.
 
 The parts, top to bottom:
 
-  Sidecar     the agent's HTTP API (GET /assignment, commit, release, state)
   Nats        the few lines of the NATS protocol needed to read the input
-  TaskRun     one task at one epoch: read input, commit, final commit, release
-  Worker      follows /assignment: starts, stops and releases tasks
+  Input       a task's input: a connection and a reader from a position on
+  prepare     while a task is a learner or standby here: its input, ready
+  count       the handler of an active task: read input, commit, final commit
+  Counting    one run of a task's counting: its batches and their commits
+
+The package's runner (handoff_client.run) does the rest: it follows
+/assignment, starts and stops tasks, makes the release after a revoke,
+leaves a task alone after not_owner, restarts it after resume, and exits on
+shutdown. While a task is a learner or standby here, it calls prepare: the
+worker connects to NATS and positions the task's reader (at the checkpoint
+the agent's copy has applied, when the agent gives it, else after the
+task's last input message), so that when the task becomes active it reads from its
+checkpoint at once, with nothing to set up.
 
 Configuration comes from the environment (what `handoff conformance` and the
 Kubernetes example give a worker) or from flags:
@@ -28,154 +38,47 @@ Kubernetes example give a worker) or from flags:
 The checkpoint is the input stream sequence of the last message counted,
 8 bytes big-endian, as the Go counter writes it: either worker can take a
 task over from the other.
+
+Run from a checkout, it uses the package beside it (clients/python/src) when
+handoff_client is not installed (`pip install ./clients/python`).
 """
+
+from __future__ import annotations
 
 import argparse
 import base64
-import http.client
+import collections
 import json
+import logging
 import os
 import random
-import signal
 import socket
 import struct
 import sys
 import threading
 import time
 import urllib.parse
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+try:
+    import handoff_client  # noqa: F401
+except ImportError:  # a checkout: the package's sources beside this example
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
+
+from handoff_client import ApiError, Client, NotOwner, ReleaseResult, Resume, Task, TaskInfo, Unreachable, run
 
 BATCH = 100  # most messages per commit
 MAX_DELAY = 0.05  # longest time a read message waits for its commit, seconds
-POLL_WAIT = 30  # long-poll wait, seconds
-STOP_TIMEOUT = 10  # how long a stopping task may still commit and release, seconds
+MAX_KEY_BYTES = 4096  # the agent's key limit: longer keys are skipped
+READ_AHEAD = 1000  # most messages a prepared input reads ahead
 
 # For tests of `handoff conformance` only: make the worker break the
 # contract in one way (see --break). A real worker has nothing like it.
 BREAK = ""
 
+log = logging.getLogger("worker")
 
-def log(*args):
-    print(time.strftime("%H:%M:%S"), *args, file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------
-# The sidecar's API
-
-
-class ApiError(Exception):
-    """A non-2xx answer: status, the stable code to branch on, a message."""
-
-    def __init__(self, status, code, message):
-        super().__init__(f"{status} {code}: {message}")
-        self.status, self.code, self.message = status, code, message
-
-
-class Unreachable(Exception):
-    """No answer: the agent is down, restarting, or paused (a client-side
-    timeout). The outcome of the call is unknown."""
-
-
-class UnixConnection(http.client.HTTPConnection):
-    """HTTP over the agent's Unix socket, as http://localhost."""
-
-    def __init__(self, path):
-        super().__init__("localhost")
-        self.path = path
-
-    def connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
-class Sidecar:
-    """The agent's HTTP API. One connection per thread, kept alive. The URL
-    is http://HOST:PORT, or unix:PATH for an agent on a Unix socket."""
-
-    def __init__(self, url, token):
-        self.socket = url[len("unix:"):] if url.startswith("unix:") else None
-        if not self.socket:
-            u = urllib.parse.urlsplit(url)
-            self.host, self.port = u.hostname, u.port or 80
-        self.headers = {"Authorization": "Bearer " + token} if token else {}
-        self.local = threading.local()
-
-    def connection(self):
-        if self.socket:
-            return UnixConnection(self.socket)
-        return http.client.HTTPConnection(self.host, self.port)
-
-    def call(self, method, path, query=None, body=None, timeout=10):
-        """Sends one request; returns the decoded JSON (or raw bytes for a
-        state read). Every call has a client-side timeout: a paused agent
-        accepts connections and never answers."""
-        if query:
-            path += "?" + urllib.parse.urlencode(query)
-        headers = dict(self.headers)
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        conn = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = self.connection()
-            self.local.conn = conn
-        try:
-            conn.timeout = timeout
-            if conn.sock is not None:
-                conn.sock.settimeout(timeout)
-            conn.request(method, path, body=data, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-        except (OSError, http.client.HTTPException) as e:
-            conn.close()
-            self.local.conn = None
-            raise Unreachable(f"{method} {path}: {e}") from e
-        if resp.status >= 300:
-            try:
-                err = json.loads(raw)
-                raise ApiError(resp.status, err.get("code", ""), err.get("message", ""))
-            except ValueError:
-                raise ApiError(resp.status, "", raw[:200].decode(errors="replace"))
-        if resp.getheader("Content-Type", "").startswith("application/json"):
-            return json.loads(raw)
-        return raw
-
-    def assignment(self, after, wait):
-        query = {"wait": f"{wait}s", "after": after} if wait else None
-        return self.call("GET", "/assignment", query, timeout=wait + 10)
-
-    def commit(self, task, puts, checkpoint, epoch):
-        body = {
-            "puts": [{"key": b64(k.encode()), "value": b64(v.encode())} for k, v in puts.items()],
-            "checkpoint": b64(checkpoint),
-            "epoch": epoch,
-        }
-        return self.call("POST", f"/tasks/{task}/commit", body=body, timeout=None if BREAK == "no-timeout" else 10)
-
-    def release(self, task, epoch):
-        return self.call("POST", f"/tasks/{task}/release", {"epoch": epoch})
-
-    def counts(self, task, keys):
-        """The committed counts of keys (0 for a key with none), read in one
-        batch get (POST /tasks/{id}/get): the values come back in the order
-        of the keys, null for an absent one. At most 10000 keys a call."""
-        out = {}
-        for i in range(0, len(keys), 10000):
-            chunk = keys[i:i + 10000]
-            res = self.call("POST", f"/tasks/{task}/get", body={"keys": [b64(k.encode()) for k in chunk]})
-            for key, value in zip(chunk, res["values"]):
-                out[key] = int(base64.b64decode(value)) if value is not None else 0
-        return out
-
-
-def b64(b):
-    return base64.b64encode(b).decode()
+Msg = Tuple[int, bytes]  # an input message: its stream sequence and its body
 
 
 # --------------------------------------------------------------------------
@@ -187,7 +90,7 @@ class Nats:
     its input with JetStream's "get the next message of a subject from a
     sequence on" request, so a task needs no consumer state at all."""
 
-    def __init__(self, url):
+    def __init__(self, url: str) -> None:
         u = urllib.parse.urlsplit(url)
         self.sock = socket.create_connection((u.hostname, u.port or 4222), timeout=10)
         self.buf = b""
@@ -199,10 +102,10 @@ class Nats:
         while self._line() != b"PONG":
             pass
 
-    def _send(self, b):
+    def _send(self, b: bytes) -> None:
         self.sock.sendall(b)
 
-    def _line(self):
+    def _line(self) -> bytes:
         while b"\r\n" not in self.buf:
             chunk = self.sock.recv(65536)
             if not chunk:
@@ -211,7 +114,7 @@ class Nats:
         line, self.buf = self.buf.split(b"\r\n", 1)
         return line
 
-    def _payload(self, n):
+    def _payload(self, n: int) -> bytes:
         while len(self.buf) < n + 2:
             chunk = self.sock.recv(65536)
             if not chunk:
@@ -220,7 +123,7 @@ class Nats:
         data, self.buf = self.buf[:n], self.buf[n + 2:]
         return data
 
-    def request(self, subject, payload):
+    def request(self, subject: str, payload: bytes) -> bytes:
         self.n += 1
         reply = f"{self.inbox}.{self.n}"
         self._send(f"PUB {subject} {reply} {len(payload)}\r\n".encode() + payload + b"\r\n")
@@ -239,11 +142,15 @@ class Nats:
             elif parts[0] == b"-ERR":
                 raise ConnectionError(b" ".join(parts).decode())
 
-    def next_message(self, stream, subject, seq):
+    def jsapi(self, subject: str, req: Dict[str, Any]) -> Dict[str, Any]:
+        """Calls the JetStream API; the answer, with "error" if it is one."""
+        res: Dict[str, Any] = json.loads(self.request(f"$JS.API.{subject}", json.dumps(req).encode()))
+        return res
+
+    def next_message(self, stream: str, subject: str, seq: int) -> Optional[Msg]:
         """The first message of subject at or after seq, as (seq, data), or
         None when there is none yet."""
-        req = json.dumps({"seq": seq, "next_by_subj": subject}).encode()
-        resp = json.loads(self.request(f"$JS.API.STREAM.MSG.GET.{stream}", req))
+        resp = self.jsapi(f"STREAM.MSG.GET.{stream}", {"seq": seq, "next_by_subj": subject})
         if "error" in resp:
             if resp["error"].get("code") == 404:
                 return None
@@ -251,286 +158,250 @@ class Nats:
         msg = resp["message"]
         return msg["seq"], base64.b64decode(msg.get("data", ""))
 
-    def close(self):
+    def last_seq(self, stream: str, subject: str) -> int:
+        """The sequence of subject's last message in stream now (0 while it
+        has none): a later message of it has a higher one."""
+        resp = self.jsapi(f"STREAM.MSG.GET.{stream}", {"last_by_subj": subject})
+        if "error" in resp:
+            if resp["error"].get("code") == 404:
+                return 0
+            raise ConnectionError(f"read {subject}: {resp['error']}")
+        return int(resp["message"]["seq"])
+
+    def close(self) -> None:
         self.sock.close()
 
 
+class Input:
+    """A task's input: a NATS connection and a reader of the task's subject.
+    It delivers every message of the subject after a position, in order;
+    what it has read ahead (a prepared input) it keeps, as long as it covers
+    where the task starts."""
+
+    def __init__(self, nats_url: str, stream: str, subject: str) -> None:
+        self.nats = Nats(nats_url)
+        self.stream, self.subject = stream, subject
+        self.start = 1  # the first sequence the reader looked at: it has every message of the subject from there on to pos
+        self.pos = 0  # the sequence of the last message read (ahead or delivered)
+        self.ahead: Deque[Msg] = collections.deque()
+
+    def position(self, after: int) -> None:
+        """Delivers the messages after sequence after, forgetting any read ahead."""
+        self.start, self.pos = after + 1, after
+        self.ahead.clear()
+
+    def read_ahead(self, most: int) -> None:
+        """Reads up to most messages ahead of delivery, as far as there are."""
+        while len(self.ahead) < most:
+            m = self.nats.next_message(self.stream, self.subject, self.pos + 1)
+            if m is None:
+                return
+            self.ahead.append(m)
+            self.pos = m[0]
+
+    def seek(self, after: int) -> bool:
+        """Delivers the messages after sequence after. It keeps what it read
+        ahead when that covers them (the reader started at or before after + 1),
+        and reports whether it did."""
+        if self.start > after + 1:
+            self.position(after)
+            return False
+        while self.ahead and self.ahead[0][0] <= after:
+            self.ahead.popleft()
+        self.pos = max(self.pos, after)
+        return True
+
+    def next(self) -> Optional[Msg]:
+        """The next message, or None when there is none yet."""
+        if self.ahead:
+            return self.ahead.popleft()
+        m = self.nats.next_message(self.stream, self.subject, self.pos + 1)
+        if m is not None:
+            self.pos = m[0]
+        return m
+
+    def close(self) -> None:
+        self.nats.close()
+
+
 # --------------------------------------------------------------------------
-# One task at one epoch
+# The job
 
 
-class NotOwner(Exception):
-    """409 not_owner: another member owns the task now. Stop it, don't
-    release it."""
+class Counter:
+    def __init__(self, nats_url: str, group: str) -> None:
+        self.nats_url, self.group = nats_url, group
+        self.stream = f"INPUT_{group}"
 
+    def open(self, task_id: str) -> Input:
+        return Input(self.nats_url, self.stream, f"input.{self.group}.{task_id}")
 
-class Resume(Exception):
-    """409 resume: the agent holds a commit this run was not told of. Don't
-    retry it; restart from the checkpoint in /assignment, which includes it."""
+    def prepare(self, info: TaskInfo) -> Input:
+        """Readies the input of a task that is a learner or standby here: a
+        connection, and a reader positioned at the checkpoint the agent says
+        its copy has applied (at or before where the task will start once
+        active here) or, without one, after the task's last input message,
+        with what follows read ahead."""
+        inp = self.open(info.id)
+        try:
+            hint = decode_checkpoint(info.checkpoint) if info.checkpoint else inp.nats.last_seq(self.stream, inp.subject)
+            inp.position(hint)
+            inp.read_ahead(READ_AHEAD)
+        except BaseException:
+            inp.close()
+            raise
+        log.info(f"task {info.id}: input prepared as {info.role}, from {hint + 1} ({len(inp.ahead)} read ahead)")
+        return inp
 
-
-class TaskRun:
-    """Processes one task at one epoch in a thread of its own, from the
-    checkpoint the view gave, until it is stopped."""
-
-    def __init__(self, worker, view_task):
-        self.w = worker
-        self.id = view_task["id"]
-        self.epoch = view_task["epoch"]
-        self.checkpoint = base64.b64decode(view_task.get("checkpoint") or "")
-        self.stateful = view_task["stateful"]
-        self.stopping = threading.Event()
-        self.release_on_stop = False
-        self.thread = threading.Thread(target=self.run, name=f"task-{self.id}", daemon=True)
-
-    def start(self):
-        self.thread.start()
-
-    def stop(self, release):
-        """Asks the task to stop: a final commit, then (if revoked) a release."""
-        self.release_on_stop = self.release_on_stop or release
-        self.stopping.set()
-
-    def run(self):
-        log(f"task {self.id} epoch {self.epoch}: start")
-        released = False
-        while True:
-            try:
-                if self.stateful:
-                    self.count()
-                else:
-                    self.stopping.wait()  # this job has no stateless work
-                break
-            except NotOwner:
-                log(f"task {self.id} epoch {self.epoch}: not the owner any more; leaving it alone")
-                if BREAK != "ignore-not-owner":
-                    self.w.refused(self)
+    def count(self, task: Task[Input]) -> None:
+        """The handler: counts a stateful task's input from its checkpoint
+        until the task is stopped, then makes its final commit."""
+        if not task.stateful:
+            if task.prepared is not None:
+                task.prepared.close()
+            task.stopped.wait()  # this job has no stateless work
+            return
+        start = 0 if BREAK == "ignore-checkpoint" else decode_checkpoint(task.checkpoint)
+        inp = task.prepared
+        if inp is not None and inp.seek(start):
+            log.info(f"task {task.id} epoch {task.epoch}: starts on its prepared input from {start + 1} ({len(inp.ahead)} read ahead)")
+        else:
+            if inp is None:
+                inp = self.open(task.id)
+            inp.position(start)
+            log.info(f"task {task.id} epoch {task.epoch}: starts from {start + 1}" + (" (on the prepared connection)" if task.prepared else ""))
+        try:
+            while True:
+                run = Counting(task, inp)
+                try:
+                    run.count(start)
                     return
-            except Resume:
-                log(f"task {self.id} epoch {self.epoch}: resume; restarting from the view's checkpoint")
-                cp = self.w.checkpoint_of(self.id, self.epoch)
-                if cp is None:
-                    return  # the task left this member; the worker stops this run
-                self.checkpoint = cp
-            except Exception as e:  # a bug or an unreachable NATS: restart from the checkpoint
-                log(f"task {self.id} epoch {self.epoch}: {e!r}; restarting from the checkpoint in 1 s")
-                if self.stopping.wait(1):
-                    break
-                cp = self.w.checkpoint_of(self.id, self.epoch)
-                if cp is None:
-                    return
-                self.checkpoint = cp
-        if self.release_on_stop and BREAK != "never-release":
-            released = self.release()
-        if released and BREAK == "commit-after-release":
-            try:
-                self.w.api.commit(self.id, {}, self.checkpoint, self.epoch)
-            except (ApiError, Unreachable):
-                pass
-        log(f"task {self.id} epoch {self.epoch}: stopped")
+                except NotOwner:
+                    if BREAK != "ignore-not-owner":
+                        raise
+                    # Broken on purpose: go on from the last commit.
+                    log.info(f"task {task.id} epoch {task.epoch}: not the owner any more; going on anyway")
+                    start = run.last
+                    inp.position(start)
+        finally:
+            inp.close()
 
-    def count(self):
-        subject = f"input.{self.w.group}.{self.id}"
-        pos = struct.unpack(">Q", self.checkpoint)[0] if self.checkpoint else 0
-        if BREAK == "ignore-checkpoint":
-            pos = 0
+
+class Counting:
+    """One run of a task's counting, from a position on."""
+
+    def __init__(self, task: Task[Input], inp: Input) -> None:
+        self.task, self.inp = task, inp
         # committed caches the counts this run committed; it starts empty,
         # because after a hand-off the counts are in the sidecar.
-        committed, pending, pending_n, first = {}, {}, 0, 0.0
-        nats = Nats(self.w.nats_url)
-        try:
-            while not self.stopping.is_set():
-                msg = nats.next_message(self.w.stream, subject, pos + 1)
-                if msg is None:
-                    if pending_n and time.monotonic() - first >= MAX_DELAY:
-                        self.commit(committed, pending, pos)
-                        pending, pending_n = {}, 0
-                    self.stopping.wait(0.01)  # no input yet
-                    continue
-                pos, key = msg[0], msg[1].decode(errors="replace")
-                if pending_n == 0:
-                    first = time.monotonic()
+        self.committed: Dict[bytes, int] = {}
+        self.last = 0  # the input sequence of the last message committed
+
+    def count(self, start: int) -> None:
+        task = self.task
+        pending: Dict[bytes, int] = {}
+        pending_n, first_at, pos, first = 0, 0.0, start, True
+        self.last = start
+        while not task.stopped.is_set():
+            msg = self.inp.next()
+            if msg is None:
+                # Caught up: the first commit after a start does not wait
+                # for the batching delay.
+                if pending_n and (first or time.monotonic() - first_at >= MAX_DELAY):
+                    self.commit(pending, pos)
+                    pending, pending_n, first = {}, 0, False
+                task.stopped.wait(0.01)  # no input yet
+                continue
+            pos, key = msg
+            if pending_n == 0:
+                first_at = time.monotonic()
+            pending_n += 1
+            if 0 < len(key) <= MAX_KEY_BYTES:
                 pending[key] = pending.get(key, 0) + 1
-                pending_n += 1
-                if pending_n >= BATCH or time.monotonic() - first >= MAX_DELAY:
-                    self.commit(committed, pending, pos)
-                    pending, pending_n = {}, 0
-            # Stopped (revoked, moved or shutting down): the final commit.
-            if pending_n:
-                self.commit(committed, pending, pos)
-        finally:
-            nats.close()
+            else:
+                log.warning(f"task {task.id}: skipping message {pos}: its key is empty or longer than {MAX_KEY_BYTES} bytes")
+            if pending_n >= BATCH or time.monotonic() - first_at >= MAX_DELAY:
+                self.commit(pending, pos)
+                pending, pending_n, first = {}, 0, False
+        # Stopped (revoked, moved or shutting down): the final commit.
+        if pending_n:
+            self.commit(pending, pos)
 
-    def commit(self, committed, pending, pos):
-        """Commits the new counts of the pending keys with checkpoint pos.
-        Retries while the agent is unreachable or answers 503: if a retried
-        commit had landed, the agent answers 409 resume."""
-        missing = [key for key in pending if key not in committed]
+    def commit(self, pending: Dict[bytes, int], pos: int) -> None:
+        """Commits the new counts of the pending keys with checkpoint pos,
+        reading the counts it does not hold in one batch get first. The
+        runner's commit retries while the agent is unreachable or answers
+        503; a refusal (NotOwner, Resume) ends the run, and the runner
+        takes it from there."""
+        missing = [k for k in pending if k not in self.committed]
         if missing:
-            committed.update(self.w.api.counts(self.id, missing))
-        puts = {key: str(committed[key] + n) for key, n in pending.items()}
-        checkpoint = struct.pack(">Q", pos)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        backoff, retried = 0.05, False
-        while True:
-            try:
-                self.w.api.commit(self.id, puts, checkpoint, self.epoch)
-                break
-            except ApiError as e:
-                if e.code == "not_owner":
-                    raise NotOwner() from e
-                if e.code == "resume":
-                    if BREAK == "retry-resume" and not retried:
-                        retried = True
-                        continue
-                    raise Resume() from e
-                if e.code != "unavailable" and e.status < 500:
-                    raise
-            except Unreachable:
-                pass
-            if self.stopping.is_set() and time.monotonic() > deadline:
-                raise TimeoutError("final commit: the agent did not answer")
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 1)
-        committed.update({k: int(v) for k, v in puts.items()})
-        self.checkpoint = checkpoint
+            for k, v in zip(missing, self.task.get_many(list(missing))):
+                self.committed[k] = int(v) if v is not None else 0
+        puts = {k: self.committed[k] + n for k, n in pending.items()}
+        self.task.commit(puts=[(k, str(n)) for k, n in puts.items()], checkpoint=encode_checkpoint(pos))
+        self.committed.update(puts)
+        self.last = pos
 
-    def release(self):
-        """Releases the stopped task: the next owner waits for this."""
-        return self.w.release(self.id, self.epoch)
+
+def encode_checkpoint(seq: int) -> bytes:
+    return struct.pack(">Q", seq)
+
+
+def decode_checkpoint(cp: Optional[bytes]) -> int:
+    if not cp:
+        return 0
+    if len(cp) != 8:
+        raise ValueError(f"checkpoint is {len(cp)} bytes, want the 8-byte input sequence this worker writes")
+    return int(struct.unpack(">Q", cp)[0])
 
 
 # --------------------------------------------------------------------------
-# Following the assignment
+# Broken on purpose, for the tests of handoff conformance
 
 
-class Worker:
-    def __init__(self, api, nats_url, group):
-        self.api, self.nats_url, self.group = api, nats_url, group
-        self.stream = f"INPUT_{group}"
-        self.runs = {}  # task → TaskRun of the latest epoch started here
-        self.done = set()  # (task, epoch) stopped after not_owner, or released
-        self.lock = threading.Lock()
+class BrokenClient(Client):
+    """The client with the contract broken one way (--break)."""
 
-    def refused(self, run):
-        with self.lock:
-            self.done.add((run.id, run.epoch))
+    def __init__(self, url: str, *, token: str, brk: str) -> None:
+        super().__init__(url, token=token)
+        self.brk = brk
+        self.polls = 0
+        self.committed: Dict[Tuple[str, int], bytes] = {}  # the last checkpoint committed, per task and epoch
 
-    def release(self, task, epoch):
-        """POST release?epoch=, retried while the agent is unreachable."""
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while True:
-            try:
-                self.api.release(task, epoch)
-                log(f"task {task} epoch {epoch}: released")
-                return True
-            except ApiError as e:
-                if e.code in ("not_owner", "not_revoked", "unknown_task"):
-                    return False  # nothing to hand over from here
-                if e.code != "unavailable" and e.status < 500:
-                    log(f"task {task}: release refused: {e}")
-                    return False
-            except Unreachable:
-                pass
-            if time.monotonic() > deadline:
-                log(f"task {task}: gave up releasing; the agent moves it after its release timeout")
-                return False
-            time.sleep(0.1)
+    def assignment(self, after: int = 0, wait: float = 0, **kw: Any) -> Any:
+        if self.brk == "sleep-poll" and threading.current_thread().name == "handoff-poll":
+            self.polls += 1
+            if 2 <= self.polls <= 6:
+                time.sleep(3)  # 3 s without a poll open, after each of the first five views
+        return super().assignment(after, wait, **kw)
 
-    def checkpoint_of(self, task, epoch):
-        """The checkpoint the agent holds for task at epoch, once it shows the
-        task active again (while it replays a commit, it shows a learner).
-        None if the task left this member."""
-        after = 0
-        while True:
-            try:
-                view = self.api.assignment(after, POLL_WAIT if after else 0)
-            except (ApiError, Unreachable):
-                time.sleep(0.2)
-                continue
-            t = next((t for t in view["tasks"] if t["id"] == task and t["epoch"] == epoch), None)
-            if t is None or task in view["revoke"]:
-                return None
-            if t["role"] == "active":
-                return base64.b64decode(t.get("checkpoint") or "")
-            after = view["version"]
-
-    def apply(self, view):
-        """Starts and stops tasks to match the view."""
-        revoked = set(view["revoke"])
-        active = {t["id"]: t for t in view["tasks"] if t["role"] == "active" and t["id"] not in revoked}
-        for task, run in list(self.runs.items()):
-            if run.stopping.is_set():
-                continue
-            if task in revoked:
-                log(f"task {task}: revoked")
-                run.stop(release=True)
-            elif task not in active:
-                run.stop(release=False)  # moved without a revoke: nothing to release
-            elif active[task]["epoch"] != run.epoch:
-                run.stop(release=False)  # a new ownership: start again below
-        for task, t in active.items():
-            run = self.runs.get(task)
-            if run and run.epoch == t["epoch"]:
-                continue  # running at this epoch already
-            if (task, t["epoch"]) in self.done:
-                continue  # refused with not_owner at this epoch: leave it alone
-            self.runs[task] = TaskRun(self, t)
-            self.runs[task].start()
-        # A task revoked before this worker ever started it must be released
-        # too: its next owner is waiting.
-        for t in view["tasks"]:
-            run = self.runs.get(t["id"])
-            if t["id"] in revoked and t["role"] == "active" and (run is None or run.epoch != t["epoch"]) and (t["id"], t["epoch"]) not in self.done:
-                with self.lock:
-                    self.done.add((t["id"], t["epoch"]))
-                if BREAK != "never-release":
-                    threading.Thread(target=self.release, args=(t["id"], t["epoch"]), daemon=True).start()
-
-    def stop_all(self):
-        for run in self.runs.values():
-            run.stop(release=False)
-        for run in self.runs.values():
-            run.thread.join(STOP_TIMEOUT)
-
-    def run(self):
+    def commit(self, task: str, **kw: Any) -> Any:
+        if self.brk == "no-timeout":
+            kw["timeout"] = None
         try:
-            self.follow()
-        except Stopped:
-            log("signalled: stopping every task")
-        self.stop_all()
+            res = super().commit(task, **kw)
+        except Resume:
+            if self.brk != "retry-resume":
+                raise
+            res = super().commit(task, **kw)  # the refused commit, sent again
+        if kw.get("checkpoint"):
+            self.committed[(task, kw["epoch"])] = kw["checkpoint"]
+        return res
 
-    def follow(self):
-        after, wait, backoff, polls = 0, 0, 0.1, 0
-        while True:
+    def release(self, task: str, epoch: int = 0, **kw: Any) -> ReleaseResult:
+        if self.brk == "never-release":
+            return ReleaseResult(task, epoch, 0)
+        res = super().release(task, epoch, **kw)
+        cp = self.committed.get((task, epoch))
+        if self.brk == "commit-after-release" and cp is not None:
             try:
-                view = self.api.assignment(after, wait)
-            except (ApiError, Unreachable) as e:
-                # An error, not a change: retry shortly (503 has Retry-After: 1).
-                log(f"poll: {e}; retrying in {backoff:.1f} s")
-                time.sleep(backoff)
-                backoff, wait = min(backoff * 2, 1), 0
-                continue
-            backoff, wait, after = 0.1, POLL_WAIT, view["version"]
-            self.apply(view)
-            if view["shutdown"] or view["state"] == "done":
-                log("the agent says shutdown")
-                return
-            if BREAK == "sleep-poll" and polls < 5:
-                polls += 1
-                time.sleep(3)
-            # Poll again at once: the sooner a change is seen, the shorter a hand-off.
+                super().commit(task, epoch=epoch, checkpoint=cp)
+            except (ApiError, Unreachable):
+                pass
+        return res
 
 
-class Stopped(Exception):
-    """SIGTERM or SIGINT."""
-
-
-def on_signal(*_):
-    raise Stopped()
-
-
-def main():
+def main() -> None:
     global BREAK
     p = argparse.ArgumentParser(description="The counter job as a handoff worker in Python.")
     p.add_argument("--sidecar", default=os.environ.get("SIDECAR_URL", "http://127.0.0.1:7070"))
@@ -542,14 +413,13 @@ def main():
                    help="for tests of handoff conformance only: break the contract this way")
     args = p.parse_args()
     BREAK = args.brk
-    w = Worker(Sidecar(args.sidecar, args.token), args.nats, args.group)
-    # SIGTERM or Ctrl-C: stop every task (final commits), then exit 0. The
-    # handler raises, so that a long-poll in progress does not delay it.
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    log(f"worker started: sidecar {args.sidecar}, input {args.nats} group {args.group}")
-    w.run()
-    log("worker stopped")
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    client = BrokenClient(args.sidecar, token=args.token, brk=BREAK) if BREAK else Client(args.sidecar, token=args.token)
+    counter = Counter(args.nats, args.group)
+    log.info(f"worker started: sidecar {args.sidecar}, input {args.nats} group {args.group}")
+    # SIGTERM or Ctrl-C: every task stops (final commits), then run returns.
+    run(counter.count, client=client, prepare=counter.prepare)
+    log.info("worker stopped")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,7 @@
 // Package cluster runs the members of a handoff group for the harnesses
 // that drive one: the lab behind `handoff-lab demo` and `handoff-lab bench`
-// (internal/lab), the multi-process scenarios (internal/scenario), the
-// conformance run (internal/conformance) and the agent's tests. It has
-// two backends:
+// (internal/lab), the multi-process scenarios (internal/scenario) and the
+// agent's tests. It has two backends:
 //
 //   - Local, a member in this process, wired as the binary wires one
 //     (internal/sidecar) on NATS connections of its own, optionally with a
@@ -15,7 +14,7 @@
 //
 // Group reads the group's state from its KV bucket without going through
 // an agent, and StartNATS starts nats-server processes. What each harness
-// adds — the lab's recorder, the scenarios' faults and checks, the
-// conformance cases, the agent tests' assertions — stays with it. Nothing
-// here is for production.
+// adds — the lab's recorder, the scenarios' faults and checks, the agent
+// tests' assertions — stays with it. Nothing here is for production, and
+// the sidecar's binary links none of it.
 package cluster

@@ -2,17 +2,24 @@
 // worker's contract of the handoff agent (docs/api.md), from the agent's
 // side. It runs a real group on an embedded NATS server: a real agent whose
 // API the worker reaches through a recording, fault-injecting proxy, and a
-// second real member that joins and leaves to make tasks move. It publishes
-// the conformance job's input, drives the worker through joins, revokes,
+// second real member, with a second copy of the worker, that joins and
+// leaves to make tasks move. It drives the worker through joins, revokes,
 // injected 503, 409 not_owner and 409 resume answers and a final leave, and
 // then judges each case from what the proxy recorded.
 //
-// The conformance job is the counter of examples/counter and
-// examples/python: count how often each key occurs in a task's input and
-// commit the counts with the input sequence reached as the checkpoint. A
-// known job is what lets the run check, commit by commit, that a worker
-// resumed each task from the right checkpoint and never applied input
-// twice.
+// The job is the counting job (JobCount) unless the run is told the worker
+// does a job of its own (JobOwn). The counting job is the counter of
+// examples/counter and examples/python: count how often each key occurs in
+// a task's input and commit the counts with the input sequence reached as
+// the checkpoint. The run publishes its input, and a known job is what
+// lets it check, commit by commit, that a worker resumed each task from the
+// right checkpoint and never applied input twice. For a job of the
+// worker's own the run makes no input and checks no state: it judges the
+// contract alone, and skips what needs the known job.
+//
+// The members run in this process on internal/sidecar, as the binary runs
+// its agent, and the workers are the command under test: the package links
+// nothing the sidecar's binary does not need (no build, no harness).
 //
 // The package is internal: its one user is the handoff conformance
 // command, and keeping it out of the public API leaves the cases free to
@@ -38,8 +45,6 @@ import (
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/api"
-	"github.com/handoffhq/handoff/countworker"
-	"github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/natsembed"
 	"github.com/handoffhq/handoff/internal/poll"
 )
@@ -53,6 +58,21 @@ const (
 	DefaultReleaseWait = 3 * time.Second
 )
 
+// The jobs a run can judge a worker on.
+const (
+	// JobCount is the counting job of the example workers: the run
+	// publishes its input and checks every commit against the exact
+	// counts.
+	JobCount = "count"
+	// JobOwn is a job of the worker's own, which the run does not know: it
+	// makes no input and judges the contract alone, from the calls; the
+	// cases that need the known job are skipped.
+	JobOwn = "own"
+)
+
+// Jobs lists the jobs, the default first.
+func Jobs() []string { return []string{JobCount, JobOwn} }
+
 // releaseTimeout is the group's release timeout: short, so that a worker
 // that never releases costs the run seconds, not minutes, but longer than
 // DefaultReleaseWait, so that the agent never moves a task that the worker
@@ -62,7 +82,11 @@ const releaseTimeout = 5 * time.Second
 // Options configure Run.
 type Options struct {
 	// Command starts the worker under test; it gets the variables Env*.
+	// The run starts it twice: the worker under test, and the second
+	// member's worker.
 	Command []string
+	// Job is the job the worker does: JobCount (the default) or JobOwn.
+	Job string
 	// Tasks is how many stateful tasks the group has (at least 4).
 	Tasks int
 	// InputEvery is the pause between two input messages of each task.
@@ -87,6 +111,13 @@ type Options struct {
 func (o *Options) setDefaults() error {
 	if len(o.Command) == 0 {
 		return errors.New("no worker command: give it after --, such as: handoff conformance -- python3 examples/python/worker.py")
+	}
+	switch o.Job {
+	case "":
+		o.Job = JobCount
+	case JobCount, JobOwn:
+	default:
+		return fmt.Errorf("job %q: the jobs are %v", o.Job, Jobs())
 	}
 	if o.Tasks == 0 {
 		o.Tasks = DefaultTasks
@@ -118,22 +149,27 @@ type run struct {
 	srv *natsembed.Server
 	nc  *nats.Conn
 	js  jetstream.JetStream
-	// a serves the worker under test; b, the second member, runs a
-	// counter worker of its own.
-	a, b *cluster.Local
+	// a serves the worker under test; b, the second member, serves
+	// second, another copy of the worker.
+	a, b *member
 
 	rec     *recorder
 	px      *proxy
-	sockets string // the directory of the sockets, with Options.Socket
-	prod    *producer
+	sockets string    // the directory of the sockets, with Options.Socket
+	prod    *producer // the counting job's input (nil for JobOwn)
 	worker  *process
+	second  *process
 
 	// What the run did, for the cases to judge.
 	notes  []string // steps that did not complete, in order
 	faults map[string]*call
 	leftAt time.Time // the second member left
-	killed bool      // the run had to kill the worker
-	moved  []string  // the tasks the second member took
+	// secondEnd says how the second member's worker ended, if not with
+	// status 0 on shutdown: a copy of the worker under test, it is judged
+	// by exit-on-shutdown too.
+	secondEnd string
+	killed    bool     // the run had to kill the worker
+	moved     []string // the tasks the second member took
 }
 
 // Run runs the worker of o.Command through the conformance cases and
@@ -224,8 +260,11 @@ func (r *run) setup(ctx context.Context) (err error) {
 	if r.js, err = jetstream.New(r.nc); err != nil {
 		return fmt.Errorf("open JetStream: %w", err)
 	}
-	if err := countworker.EnsureStream(ctx, r.js, countworker.StreamName(DefaultGroup), DefaultGroup); err != nil {
-		return err
+	if r.o.Job == JobCount {
+		if err := createStream(ctx, r.js, DefaultGroup); err != nil {
+			return err
+		}
+		r.prod = &producer{js: r.js, group: DefaultGroup, tasks: r.tasks, every: r.o.InputEvery, published: map[string][]message{}}
 	}
 	agentAddr, proxyAddr := "127.0.0.1:0", "127.0.0.1:0"
 	if r.o.Socket {
@@ -237,22 +276,28 @@ func (r *run) setup(ctx context.Context) (err error) {
 		agentAddr = api.UnixPrefix + filepath.Join(r.sockets, "agent.sock")
 		proxyAddr = api.UnixPrefix + filepath.Join(r.sockets, "api.sock")
 	}
-	if r.a, err = r.startMember(ctx, "worker-under-test", agentAddr, false); err != nil {
+	if r.a, err = r.startMember(ctx, "worker-under-test", agentAddr); err != nil {
 		return err
 	}
-	if r.px, err = newProxy(r.a.URL(), proxyAddr, r.rec); err != nil {
+	if r.px, err = newProxy(r.a.url, proxyAddr, r.rec); err != nil {
 		return err
 	}
 	r.px.start()
-	r.prod = &producer{js: r.js, group: DefaultGroup, tasks: r.tasks, every: r.o.InputEvery, published: map[string][]message{}}
-	r.progress("agent %s on %s, worker's API (recording proxy) on %s", r.a.ID, r.a.URL(), r.px.URL())
-	r.worker, err = startWorker(r.o.Command, []string{
-		EnvSidecarURL + "=" + r.px.URL(),
+	r.progress("agent %s on %s, worker's API (recording proxy) on %s; the %s job", r.a.id, r.a.url, r.px.URL(), r.o.Job)
+	r.worker, err = startWorker(r.o.Command, r.workerEnv(r.px.URL()), filepath.Join(r.dir, "worker.log"))
+	return err
+}
+
+// workerEnv is what a worker of the run gets in its environment, with its
+// agent's API at url.
+func (r *run) workerEnv(url string) []string {
+	return []string{
+		EnvSidecarURL + "=" + url,
 		EnvSidecarToken + "=" + r.token,
 		EnvNATSURL + "=" + r.srv.ClientURL(),
 		EnvGroup + "=" + DefaultGroup,
-	}, r.dir)
-	return err
+		EnvTasks + "=" + r.cfg.Stateful[0],
+	}
 }
 
 // close stops everything setup started, in reverse.
@@ -267,7 +312,7 @@ func (r *run) close() {
 		r.px.close()
 	}
 	if r.a != nil {
-		_ = r.a.Stop(r.o.PhaseWait)
+		_ = r.a.stop(r.o.PhaseWait)
 	}
 	if r.sockets != "" {
 		_ = os.RemoveAll(r.sockets)
@@ -283,15 +328,17 @@ func (r *run) close() {
 // drive runs the steps. A step that does not complete in time is noted and
 // the run goes on where it can, so that every case gets judged.
 func (r *run) drive(ctx context.Context) {
-	prodCtx, stopInput := context.WithCancel(ctx)
-	prodDone := make(chan error, 1)
-	go func() { prodDone <- r.prod.run(prodCtx) }()
-	defer func() {
-		stopInput()
-		if err := <-prodDone; err != nil {
-			r.note("input: %v", err)
-		}
-	}()
+	if r.prod != nil {
+		prodCtx, stopInput := context.WithCancel(ctx)
+		prodDone := make(chan error, 1)
+		go func() { prodDone <- r.prod.run(prodCtx) }()
+		defer func() {
+			stopInput()
+			if err := <-prodDone; err != nil {
+				r.note("input: %v", err)
+			}
+		}()
+	}
 
 	r.progress("waiting for the worker to commit on every task")
 	if !r.wait(ctx, "the worker commits on every task", func() bool { return r.committedAll(r.tasks, time.Time{}) }) {
@@ -319,7 +366,7 @@ func (r *run) drive(ctx context.Context) {
 	})
 
 	r.progress("the worker's member leaves: every task is revoked, then the worker is told to shut down")
-	if _, err := r.a.Member.Agent.Leave(ctx); err != nil {
+	if _, err := r.a.agent().Leave(ctx); err != nil {
 		r.note("leave the worker's member: %v", err)
 		return
 	}
@@ -429,37 +476,55 @@ func (r *run) injectFaults(ctx context.Context) {
 	}
 }
 
-// join starts the second member with an in-process counter worker and
-// waits until it holds its share of the tasks.
+// join starts the second member and its worker, a second copy of the
+// command (its calls are not judged), and waits until it holds its share
+// of the tasks.
 func (r *run) join(ctx context.Context) bool {
+	listen := "127.0.0.1:0"
+	if r.sockets != "" {
+		listen = api.UnixPrefix + filepath.Join(r.sockets, "second.sock")
+	}
 	var err error
-	if r.b, err = r.startMember(ctx, "second-member", "127.0.0.1:0", true); err != nil {
+	if r.b, err = r.startMember(ctx, "second-member", listen); err != nil {
 		r.note("start the second member: %v", err)
 		return false
 	}
+	if r.second, err = startWorker(r.o.Command, r.workerEnv(r.b.url), filepath.Join(r.dir, "second-worker.log")); err != nil {
+		r.note("start the second member's worker: %v", err)
+		return false
+	}
 	share := r.o.Tasks / 2
-	return r.wait(ctx, "the second member takes its share of the tasks", func() bool {
-		return len(activeTasks(r.b.Member.Agent.Assignment())) == share
-	})
+	took := func() bool { return len(activeTasks(r.b.agent().Assignment())) == share }
+	if !r.wait(ctx, "the second member takes its share of the tasks", func() bool { return took() || !r.second.running() }) {
+		return false
+	}
+	if !took() {
+		r.note("the second member's worker %s before it took its share of the tasks (see %s)", r.second.status(), r.second.logPath)
+		return false
+	}
+	return true
 }
 
 // leaveSecond makes the second member leave, hiding the activation of one
 // of its tasks on the way back, and waits until the worker's member holds
 // every task again.
 func (r *run) leaveSecond(ctx context.Context) bool {
-	r.moved = activeTasks(r.b.Member.Agent.Assignment())
+	r.moved = activeTasks(r.b.agent().Assignment())
 	r.px.hideNext(r.moved)
-	if _, err := r.b.Member.Agent.Leave(ctx); err != nil {
+	if _, err := r.b.agent().Leave(ctx); err != nil {
 		r.note("leave the second member: %v", err)
 		return false
 	}
 	ok := r.wait(ctx, "every task is active on the worker's member again", func() bool {
-		return len(activeTasks(r.a.Member.Agent.Assignment())) == r.o.Tasks
+		return len(activeTasks(r.a.agent().Assignment())) == r.o.Tasks
 	})
 	select {
-	case <-r.b.WorkerDone():
+	case <-r.second.done:
+		if r.second.err != nil {
+			r.secondEnd = fmt.Sprintf("%s when its member left (see %s)", r.second.status(), r.second.logPath)
+		}
 	case <-time.After(r.o.PhaseWait):
-		r.note("the second member's worker did not shut down within %v", r.o.PhaseWait)
+		r.secondEnd = fmt.Sprintf("was still running %v after its member left", r.o.PhaseWait)
 	}
 	if err := r.stopSecond(); err != nil {
 		r.note("%v", err)
@@ -470,7 +535,10 @@ func (r *run) leaveSecond(ctx context.Context) bool {
 
 // stopSecond stops the second member's worker, then the member.
 func (r *run) stopSecond() error {
-	err := r.b.Stop(r.o.PhaseWait)
+	if r.second != nil {
+		r.second.kill()
+	}
+	err := r.b.stop(r.o.PhaseWait)
 	r.b = nil
 	return err
 }

@@ -9,9 +9,26 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/handoffhq/handoff/countworker"
 )
+
+// The counting job's input, as the example workers read it: task T of
+// group G has subject input.G.T of stream INPUT_G. The names are the
+// workers' contract (docs/api.md), written out here so that the binary
+// links no worker; a test keeps them equal to countworker's.
+func inputStream(group string) string        { return "INPUT_" + group }
+func inputSubject(group, task string) string { return "input." + group + "." + task }
+
+// createStream creates group's input stream on the run's NATS server.
+func createStream(ctx context.Context, js jetstream.JetStream, group string) error {
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:     inputStream(group),
+		Subjects: []string{inputSubject(group, ">")},
+		Storage:  jetstream.FileStorage,
+	}); err != nil {
+		return fmt.Errorf("create input stream %s: %w", inputStream(group), err)
+	}
+	return nil
+}
 
 // inputKeys are the keys the producer draws from. One has a slash, a space
 // and a percent sign, so that a worker that reads it back must
@@ -48,7 +65,7 @@ func (p *producer) run(ctx context.Context) error {
 		for _, task := range p.tasks {
 			key := inputKeys[(n*7+len(task)+int(task[len(task)-1]))%len(inputKeys)]
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			ack, err := p.js.Publish(pctx, countworker.InputSubject(p.group, task), []byte(key))
+			ack, err := p.js.Publish(pctx, inputSubject(p.group, task), []byte(key))
 			cancel()
 			if ctx.Err() != nil {
 				return nil

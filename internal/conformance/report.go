@@ -11,8 +11,11 @@ import (
 
 // Report is the outcome of a run.
 type Report struct {
-	Passed bool   `json:"passed"`
-	Cases  []Case `json:"cases"`
+	// Passed says no case failed; skipped cases do not count.
+	Passed bool `json:"passed"`
+	// Job is the job the worker was judged on (JobCount or JobOwn).
+	Job   string `json:"job"`
+	Cases []Case `json:"cases"`
 	// Notes are the run's steps that did not complete; cases that could
 	// not be exercised point at them.
 	Notes []string `json:"notes,omitempty"`
@@ -30,7 +33,11 @@ type Case struct {
 	ID     string `json:"id"`
 	Title  string `json:"title"`
 	Passed bool   `json:"passed"`
-	// Reason says what the worker did wrong, and what to do instead.
+	// Skipped says the run did not judge the case: it needs the counting
+	// job, and the worker does a job of its own. Reason says so.
+	Skipped bool `json:"skipped,omitempty"`
+	// Reason says what the worker did wrong, and what to do instead, or
+	// why the case was skipped.
 	Reason string `json:"reason,omitempty"`
 }
 
@@ -38,7 +45,18 @@ type Case struct {
 func (rep Report) Failed() []string {
 	var out []string
 	for _, c := range rep.Cases {
-		if !c.Passed {
+		if !c.Passed && !c.Skipped {
+			out = append(out, c.ID)
+		}
+	}
+	return out
+}
+
+// Skipped returns the IDs of the skipped cases.
+func (rep Report) Skipped() []string {
+	var out []string
+	for _, c := range rep.Cases {
+		if c.Skipped {
 			out = append(out, c.ID)
 		}
 	}
@@ -51,13 +69,16 @@ func (r *run) report() Report {
 	if err := writeCalls(filepath.Join(r.dir, "calls.jsonl"), calls); err != nil {
 		r.notes = append(r.notes, err.Error())
 	}
-	rep := Report{Passed: len(v) == 0, Notes: r.notes, Worker: r.worker.status(), Dir: r.dir}
+	rep := Report{Passed: len(v) == 0, Job: r.o.Job, Notes: r.notes, Worker: r.worker.status(), Dir: r.dir}
 	if r.killed {
 		rep.Worker = "killed by the run (it had not exited)"
 	}
-	for _, ct := range caseTitles {
-		reason, failed := v[ct.id]
-		rep.Cases = append(rep.Cases, Case{ID: ct.id, Title: ct.title, Passed: !failed, Reason: reason})
+	for _, c := range Cases(r.o.Job) {
+		if !c.Skipped {
+			reason, failed := v[c.ID]
+			c.Reason, c.Passed = reason, !failed
+		}
+		rep.Cases = append(rep.Cases, c)
 	}
 	if !rep.Passed {
 		rep.WorkerLog = r.worker.tail(20)
@@ -71,7 +92,10 @@ func (rep Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw, "CASE\tRESULT\tCHECKS")
 	for _, c := range rep.Cases {
 		res := "pass"
-		if !c.Passed {
+		switch {
+		case c.Skipped:
+			res = "skip"
+		case !c.Passed:
 			res = "FAIL"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.ID, res, c.Title)
@@ -81,8 +105,13 @@ func (rep Report) WriteText(w io.Writer) error {
 	}
 	var b strings.Builder
 	for _, c := range rep.Cases {
-		if !c.Passed {
+		if !c.Passed && !c.Skipped {
 			fmt.Fprintf(&b, "\n%s: %s\n", c.ID, c.Reason)
+		}
+	}
+	for _, c := range rep.Cases {
+		if c.Skipped {
+			fmt.Fprintf(&b, "\n%s (skipped): %s\n", c.ID, c.Reason)
 		}
 	}
 	if len(rep.Notes) > 0 {
@@ -100,9 +129,9 @@ func (rep Report) WriteText(w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(&b, "the worker's calls (calls.jsonl) and the logs (worker.log, agents.log) are in %s\n", rep.Dir)
-		fmt.Fprintf(&b, "FAIL: %d of %d cases\n", len(rep.Failed()), len(rep.Cases))
+		fmt.Fprintf(&b, "FAIL: %d of %d cases (the %s job)\n", len(rep.Failed()), len(rep.Cases)-len(rep.Skipped()), rep.Job)
 	} else {
-		fmt.Fprintf(&b, "PASS: all %d cases\n", len(rep.Cases))
+		fmt.Fprintf(&b, "PASS: all %d cases (the %s job)\n", len(rep.Cases)-len(rep.Skipped()), rep.Job)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -115,11 +144,20 @@ func (rep Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(rep)
 }
 
-// Cases lists the cases a run judges, in order, without verdicts.
-func Cases() []Case {
+// Cases lists the cases a run of job judges, in order, without verdicts;
+// a case the job skips is Skipped, with the reason.
+func Cases(job string) []Case {
 	out := make([]Case, len(caseTitles))
 	for i, ct := range caseTitles {
 		out[i] = Case{ID: ct.id, Title: ct.title}
+		if job == JobOwn {
+			if ct.own != "" {
+				out[i].Title = ct.own
+			}
+			if ct.skip != "" {
+				out[i].Skipped, out[i].Reason = true, ct.skip
+			}
+		}
 	}
 	return out
 }

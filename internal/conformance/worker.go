@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -17,9 +16,11 @@ const (
 	EnvSidecarToken = "SIDECAR_TOKEN" // the API token: send "Authorization: Bearer <token>"
 	EnvNATSURL      = "NATS_URL"      // the NATS server with the conformance job's input stream
 	EnvGroup        = "HANDOFF_GROUP" // the group: input subjects are input.<group>.<task>
+	EnvTasks        = "HANDOFF_TASKS" // the group's stateful tasks, as a range: c-0..3
 )
 
-// process is the worker under test.
+// process is a worker of the run: the worker under test, or the second
+// member's.
 type process struct {
 	cmd     *exec.Cmd
 	started time.Time
@@ -30,12 +31,11 @@ type process struct {
 }
 
 // startWorker starts argv with env added to the environment, its output
-// going to worker.log in dir.
-func startWorker(argv []string, env []string, dir string) (*process, error) {
+// going to the file logPath.
+func startWorker(argv []string, env []string, logPath string) (*process, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no worker command: give it after --, such as: handoff conformance -- python3 examples/python/worker.py")
 	}
-	logPath := filepath.Join(dir, "worker.log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("create the worker's log: %w", err)
@@ -68,12 +68,11 @@ func (p *process) running() bool {
 	}
 }
 
-// kill stops the worker (and what it started) if it still runs, and waits
-// for it.
+// kill stops the worker and what it started, and waits for the worker. A
+// worker that exited may have left a child running (a shell's background
+// job): its process group is killed all the same.
 func (p *process) kill() {
-	if p.running() {
-		killProcessGroup(p.cmd)
-	}
+	killProcessGroup(p.cmd)
 	<-p.done
 }
 

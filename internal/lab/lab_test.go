@@ -2,11 +2,14 @@ package lab
 
 import (
 	"context"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/api"
+	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/internal/record"
 )
 
@@ -137,6 +140,7 @@ func TestScaleUpLeaveCrashRestart(t *testing.T) {
 	if res.Counted == 0 {
 		t.Errorf("Check counted no input")
 	}
+	checkSeesStaleAcks(ctx, t, l, res)
 	for _, p := range l.Recorder().Pauses(time.Time{}) {
 		if p.Unfinished {
 			t.Errorf("pause %+v never ended", p)
@@ -159,6 +163,28 @@ func TestScaleUpLeaveCrashRestart(t *testing.T) {
 	}
 	if s := l.Recorder().RoleSeconds(RoleLearner, scaleUp, time.Now()); s <= 0 {
 		t.Errorf("learner-seconds = %v, want > 0", s)
+	}
+}
+
+// checkSeesStaleAcks: the lab's check (so the demo's and the bench's
+// "exact") judges the acknowledgements the workers got, not only the
+// changelog: a commit acknowledged at epoch 1 after a later owner of the
+// task took it over fails it. res is a passed check of the same run.
+func checkSeesStaleAcks(ctx context.Context, t *testing.T, l *Lab, res CheckResult) {
+	t.Helper()
+	i := slices.IndexFunc(res.Tasks, func(tc record.TaskCheck) bool { return tc.Markers+tc.Releases > 1 })
+	if i < 0 {
+		t.Fatalf("no task changed owner in the run: %+v", res.Tasks)
+	}
+	task := res.Tasks[i].Task
+	l.rec.workerEvent(record.Event{Member: "m1", Time: time.Now(), Type: client.EventCommit, Task: task, Seq: math.MaxUint64, Epoch: 1})
+	again, err := l.Check(ctx, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := slices.IndexFunc(again.Tasks, func(tc record.TaskCheck) bool { return tc.Task == task })
+	if again.Exact || j < 0 || again.Tasks[j].Stale != 1 {
+		t.Errorf("Check with a commit of %s acknowledged to its owner at epoch 1 after a later owner took over: %s; want it not exact, with 1 stale acknowledgement", task, again.Summary())
 	}
 }
 

@@ -41,6 +41,9 @@ type TaskCheck struct {
 	// taken the task over (AckedAfterTakeover).
 	Missing int `json:"missing"`
 	Stale   int `json:"stale"`
+	// Acks is how many acknowledged commits the check was given: with
+	// none, Missing and Stale say nothing.
+	Acks int `json:"acks"`
 	// Checkpoint is the input sequence the replayed state reaches, Input
 	// the last one published; Counted is how many input messages the
 	// replayed counts stand for.
@@ -63,7 +66,7 @@ type TaskCheck struct {
 func CheckTask(task string, recs []changelog.Record, acks []Acked, want Want) TaskCheck {
 	chain := CheckChain(task, recs)
 	tc := TaskCheck{Task: task, Commits: chain.Commits, Markers: chain.Markers, Releases: chain.Releases,
-		Violations: chain.Violations, Input: want.End}
+		Violations: chain.Violations, Input: want.End, Acks: len(acks)}
 	missing, stale := MissingAcks(recs, acks), AckedAfterTakeover(recs, acks)
 	tc.Missing, tc.Stale = len(missing), len(stale)
 	if len(missing) > 0 {
@@ -110,9 +113,11 @@ func (tc TaskCheck) Problems() []string {
 // failed where one did not.
 func Summary(checks []TaskCheck) string {
 	var counted uint64
+	var acks int
 	var bad []string
 	for _, t := range checks {
 		counted += t.Counted
+		acks += t.Acks
 		if t.Exact {
 			continue
 		}
@@ -120,7 +125,10 @@ func Summary(checks []TaskCheck) string {
 		bad = append(bad, fmt.Sprintf("%s: %d problems (%s)", t.Task, len(ps), ps[0]))
 	}
 	if len(bad) == 0 {
-		return fmt.Sprintf("exact: %d stateful tasks, %d input messages each counted once, no acknowledged commit lost or acknowledged to a stale owner", len(checks), counted)
+		if acks == 0 {
+			return fmt.Sprintf("exact: %d stateful tasks, %d input messages each counted once (no worker's acknowledgements were checked)", len(checks), counted)
+		}
+		return fmt.Sprintf("exact: %d stateful tasks, %d input messages each counted once, none of %d acknowledged commits lost or acknowledged to a stale owner", len(checks), counted, acks)
 	}
 	return "NOT EXACT: " + strings.Join(bad, "; ")
 }

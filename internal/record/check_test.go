@@ -54,4 +54,11 @@ func TestCheckTask(t *testing.T) {
 	if s := Summary([]TaskCheck{CheckTask("t", good, []Acked{{"t", 5, 1}}, want)}); !strings.HasPrefix(s, "NOT EXACT") {
 		t.Errorf("Summary with a stale acknowledgement = %q, want NOT EXACT", s)
 	}
+	// An exact check claims nothing of acknowledgements it was not given.
+	if s := Summary([]TaskCheck{CheckTask("t", good, nil, want)}); !strings.Contains(s, "no worker's acknowledgements were checked") {
+		t.Errorf("Summary without acknowledgements = %q, want it to say none were checked", s)
+	}
+	if s := Summary([]TaskCheck{CheckTask("t", good, []Acked{{"t", 4, 2}}, want)}); !strings.Contains(s, "none of 1 acknowledged commits lost") {
+		t.Errorf("Summary with one good acknowledgement = %q, want it to count it", s)
+	}
 }

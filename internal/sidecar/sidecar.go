@@ -1,9 +1,10 @@
 // Package sidecar is the one way to wire a member of a group: it opens the
 // member's local store, its agent and its worker API on a NATS connection
 // the caller owns, runs the agent and the API together, and closes them in
-// reverse order. The binary (handoff agent) wires its member with it, and
-// so do the harnesses (the lab behind demo and bench, the conformance run,
-// the agent's tests) through internal/cluster's Local.
+// reverse order. The binary (handoff agent) wires its member with it, so
+// does the conformance run (handoff conformance), and so do the harnesses
+// (the lab behind demo and bench, the agent's tests) through
+// internal/cluster's Local.
 package sidecar
 
 import (
@@ -46,6 +47,11 @@ type Options struct {
 	// its worker attaches and detaches unless API.Worker says otherwise.
 	Listen string
 	API    httpapi.Options
+	// MetricsListen, if set, is a second listener (host:port) that serves
+	// the API's /metrics, /healthz and /readyz alone, without the token
+	// (httpapi's ProbeHandler): for Prometheus and probes from outside a
+	// pod whose API is on a Unix socket. It needs Listen.
+	MetricsListen string
 	// OpenTimeout bounds joining the group's NATS resources; 0 means 30 s
 	// plus two session timeouts.
 	OpenTimeout time.Duration
@@ -60,6 +66,10 @@ type Member struct {
 	Agent *agent.Agent
 	API   *httpapi.Server
 	Addr  net.Addr
+	// MetricsAddr is where the metrics listener listens (nil without
+	// Options.MetricsListen).
+	MetricsAddr net.Addr
+	probes      net.Listener
 
 	log       zerolog.Logger
 	onCorrupt statestore.CorruptPolicy // what the next Open does with a corrupt store
@@ -72,6 +82,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 	m := &Member{log: o.Logger, onCorrupt: o.Store.OnCorrupt}
 	sopts := o.Store
 	sopts.Logger = o.Logger.With().Str("component", "pebble").Logger()
+	o.Logger.Info().Str("dir", filepath.Join(o.DataDir, "state")).Msg("opening the local store")
 	m.Store, err = statestore.OpenWait(ctx, filepath.Join(o.DataDir, "state"), sopts)
 	if err != nil {
 		return nil, fmt.Errorf("open local state in %s: %w", o.DataDir, err)
@@ -97,6 +108,7 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 		timeout = 30*time.Second + 2*o.Agent.Config.SessionTimeout.D()
 	}
 	openCtx, cancel := context.WithTimeout(ctx, timeout)
+	o.Logger.Info().Str("group", o.Agent.Group).Str("member", o.Agent.MemberID).Msg("joining the group")
 	m.Agent, err = agent.Open(openCtx, nc, m.Store, o.Agent)
 	cancel()
 	if err != nil {
@@ -113,6 +125,13 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (_ *Member, err error) 
 	if m.Addr, err = m.API.Listen(o.Listen); err != nil {
 		m.Agent.Abandon()
 		return nil, fmt.Errorf("worker API: %w", err)
+	}
+	if o.MetricsListen != "" {
+		if err := m.listenProbes(o.MetricsListen); err != nil {
+			m.closeListener()
+			m.Agent.Abandon()
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -138,6 +157,16 @@ func (m *Member) Run(ctx context.Context, beforeStop func()) error {
 		g.Go(func() error {
 			err := m.serveAPI(apiCtx)
 			apiErr <- err
+			return err
+		})
+	}
+	if m.probes != nil {
+		g.Go(func() error {
+			err := m.serveProbes(apiCtx)
+			if err != nil {
+				// Monitoring is blind, but the worker is served: go on.
+				m.log.Error().Err(err).Msg("metrics listener stopped")
+			}
 			return err
 		})
 	}
@@ -203,11 +232,15 @@ func (m *Member) Crash() error {
 	return m.Store.Close()
 }
 
-// closeListener closes the API's listener if Run never served it.
+// closeListener closes the API's listener, and the metrics listener, if
+// Run never served them.
 func (m *Member) closeListener() {
 	if m.API != nil && m.served.CompareAndSwap(false, true) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_ = m.API.Run(ctx) // serves nothing and closes the listener
+		if m.probes != nil {
+			_ = m.probes.Close()
+		}
 	}
 }

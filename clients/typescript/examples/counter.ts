@@ -11,7 +11,8 @@
 //
 // While a task is a learner or standby here it prepares its input: it
 // connects to NATS and reads the task's newest input ahead into memory
-// (from the checkpoint the agent says its copy has applied), so that when
+// (from the checkpoint the agent says its copy has applied or, without one,
+// from after the task's last input message), so that when
 // the task becomes active it counts at once from its checkpoint, with no
 // connection, consumer or first pull to wait for.
 //
@@ -70,14 +71,18 @@ async function connect(): Promise<Nats> {
 /**
  * prepare readies a learner's or standby's input: it reads ahead from the
  * checkpoint its copy has applied (the agent's hint, at or before the one
- * the task will start from once active here) or, without one, from the
- * stream's end, keeping the newest messages. It takes a few round trips to
- * NATS, so it does not stop halfway when its signal aborts.
+ * the task will start from once active here) or, without one, from after
+ * the task's last input message, keeping the newest messages. The owner's
+ * checkpoint is its own task's last message counted, so once the owner has
+ * counted what came before the preparation, the reader starts at or before
+ * where the task starts here (the stream's end, past the other tasks' input,
+ * would be after it). It takes a few round trips to NATS, so it does not
+ * stop halfway when its signal aborts.
  */
 async function prepare(info: TaskInfo): Promise<Input> {
   const nc = await connect();
   try {
-    const from = info.checkpoint ? decodeCheckpoint(info.checkpoint) : await lastSeq(nc, stream);
+    const from = info.checkpoint ? decodeCheckpoint(info.checkpoint) : await lastSeq(nc, stream, subjectOf(info.id));
     const reader = await Reader.open(nc, stream, subjectOf(info.id), from + 1, readAhead, true);
     log("info", "input prepared", { task: info.id, role: info.role, from: from + 1, hint: info.checkpoint ? "yes" : "no" });
     return new Input(nc, reader);

@@ -252,12 +252,6 @@ export async function ensureStream(nc: Nats, stream: string, subjects: string[])
   }
 }
 
-/** lastSeq is the stream's last sequence now: a later message has a higher one. */
-export async function lastSeq(nc: Nats, stream: string): Promise<number> {
-  const info = await nc.jsapi(`STREAM.INFO.${stream}`, {});
-  return Number((info["state"] as { last_seq?: number } | undefined)?.last_seq ?? 0);
-}
-
 /** JetStream's error code of a direct get that found no message. */
 const errNoMessage = 10037;
 
@@ -269,6 +263,17 @@ export async function nextMessage(nc: Nats, stream: string, subject: string, seq
     return { seq: m.seq, data: Buffer.from(m.data ?? "", "base64") };
   } catch (err) {
     if (err instanceof JSApiError && err.errCode === errNoMessage) return undefined;
+    throw err;
+  }
+}
+
+/** lastSeq is the sequence of subject's last message in stream now (0 while it has none): a later message of it has a higher one. */
+export async function lastSeq(nc: Nats, stream: string, subject: string): Promise<number> {
+  try {
+    const res = await nc.jsapi(`STREAM.MSG.GET.${stream}`, { last_by_subj: subject });
+    return (res["message"] as { seq: number }).seq;
+  } catch (err) {
+    if (err instanceof JSApiError && err.errCode === errNoMessage) return 0;
     throw err;
   }
 }

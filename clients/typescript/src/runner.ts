@@ -737,22 +737,34 @@ class Supervisor<P> {
   }
 
   /**
-   * latestCheckpoint asks the agent for the task's checkpoint; the last one
-   * committed here is the fallback. While the agent shows the task as a
-   * learner at this epoch, it is being activated again (its copy missed a
-   * commit and is catching up), and the checkpoint it will show once active
-   * may be newer than any acknowledged here: wait for it.
+   * latestCheckpoint asks the agent for the task's checkpoint. While the
+   * agent shows the task as a learner at this epoch, it is being activated
+   * again (its copy missed a commit and is catching up), and the checkpoint
+   * it will show once active may be newer than any acknowledged here: wait
+   * for it. The agent's checkpoint is the only one to trust: the run that
+   * failed may have made a commit it was not told of (Resume), which the
+   * last checkpoint acknowledged here does not include, so a read that fails
+   * is retried, with a backoff of at most a second, until the agent answers
+   * or the task is stopped (then the last checkpoint committed here is
+   * returned, for the stop event alone).
    */
   private async latestCheckpoint(tv: TaskView): Promise<Buffer | undefined> {
     let after = 0;
+    let failures = 0;
     for (;;) {
       let v: View;
       try {
         v = await this.r.client.assignment(after, this.r.s.pollWait, { signal: this.stopper.signal });
       } catch (err) {
-        this.r.log("debug", "read the task's checkpoint; using the last one committed here", { task: tv.id, error: err });
-        return this.checkpoint;
+        if (this.stopped) return this.checkpoint;
+        failures++;
+        const backoff = Math.min(50 * 2 ** Math.min(failures, 10), 1000);
+        this.r.log("warn", "read the task's checkpoint; retrying", { task: tv.id, epoch: tv.epoch, error: err, backoff });
+        after = 0;
+        if (!(await sleep(backoff, this.stopper.signal))) return this.checkpoint;
+        continue;
       }
+      failures = 0;
       const t = v.tasks.find((t) => t.id === tv.id && t.epoch === tv.epoch);
       if (!t) return this.checkpoint; // the task left: the runner stops this supervisor
       if (t.role === "active") return t.checkpoint;

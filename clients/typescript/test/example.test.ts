@@ -115,15 +115,23 @@ test("the example counts exactly once across a scale-up, starts on prepared inpu
   t.after(() => cb.close());
   const wb = startWorker(t, agentB);
   // Two tasks move to b. Its worker prepares their input while b learns
-  // them and starts on it: with the input idle, the prepared input starts at
-  // the stream's end, past each task's checkpoint, and nothing of the task
-  // lies between (without the agent's hint of the learner's checkpoint).
+  // them and starts on it: without the agent's hint of the learner's
+  // checkpoint, the prepared input starts after the task's last input
+  // message, which a's final checkpoint is (the input is idle), so it starts
+  // at or before the task's start, not at the stream's end past it.
   const starts = await until("two tasks start on b", () => {
     const s = wb.log.filter((l) => / info task starts/.test(l));
     return s.length >= 2 && s;
   }).catch((err: Error) => assert.fail(`${err.message}; b's worker logged:\n${wb.log.join("\n")}`));
   assert.equal(starts.length, 2, starts.join("\n"));
-  for (const l of starts) assert.match(l, /task starts on its prepared input/, `b's worker logged:\n${wb.log.join("\n")}`);
+  const field = (l: string, k: string) => l.match(new RegExp(` ${k}=(\\S+)`))?.[1];
+  for (const l of starts) {
+    assert.match(l, /task starts on its prepared input/, `b's worker logged:\n${wb.log.join("\n")}`);
+    const task = field(l, "task")!;
+    const prepared = wb.log.filter((p) => / info input prepared/.test(p) && field(p, "task") === task).at(-1);
+    assert.ok(prepared, `b's worker logged no preparation of ${task}:\n${wb.log.join("\n")}`);
+    assert.ok(Number(field(prepared, "from")) <= Number(field(l, "from")), `the prepared input of ${task} starts at or before the task:\n${prepared}\n${l}`);
+  }
   await input.publish(20);
   await until("both count every message exactly once", () => caughtUp([ca, cb], input));
   for (const w of [wa, wb]) w.proc.kill("SIGTERM");

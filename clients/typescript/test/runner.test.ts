@@ -2,9 +2,11 @@
 // the prepare hook.
 
 import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { test } from "node:test";
 
-import { Client, NotOwner, Stopped, run, type Event, type Task, type TaskInfo } from "@handoffhq/client";
+import { Client, NotOwner, Resume, Stopped, run, type Event, type Task, type TaskInfo } from "@handoffhq/client";
 
 import { hangGuard, startAgent, until } from "./agent.js";
 
@@ -238,4 +240,75 @@ test("restart after a failure, stop on not_owner, final commits when the run end
     assert.equal(tv.seq, stopEv[0]!.seq);
   }
   assert.ok(new NotOwner(409, "not_owner", "") instanceof Error);
+});
+
+test("after Resume, a read of the checkpoint that fails is retried: the restart holds the commit whose acknowledgement was lost", { timeout: hangGuard }, async (t) => {
+  const agent = await startAgent(t, { member: "m", tasks: "r-0" });
+  // A proxy before the agent that, when told, forwards a commit and answers
+  // it with 409 resume (it landed, its acknowledgement is lost), then fails
+  // the next read of the task's checkpoint (the one /assignment call with
+  // after=0: the runner's own polls send no after, or the view's version).
+  let loseAck = false;
+  let failRead = false;
+  let readsFailed = 0;
+  const reply = (res: http.ServerResponse, status: number, code: string) => {
+    res.writeHead(status, { "content-type": "application/json" });
+    res.end(JSON.stringify({ code, message: "injected by the test's proxy" }));
+  };
+  const proxy = http.createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://proxy");
+    if (failRead && url.pathname === "/assignment" && url.searchParams.get("after") === "0") {
+      failRead = false;
+      readsFailed++;
+      reply(res, 503, "unavailable");
+      return;
+    }
+    const lose = loseAck && req.method === "POST" && url.pathname.endsWith("/commit");
+    if (lose) loseAck = false;
+    const up = http.request(agent.url + (req.url ?? "/"), { method: req.method, headers: req.headers }, (ur) => {
+      if (!lose) {
+        res.writeHead(ur.statusCode ?? 502, ur.headers);
+        ur.pipe(res);
+        return;
+      }
+      ur.resume();
+      ur.on("end", () => {
+        assert.equal(ur.statusCode, 200, "the commit whose acknowledgement the proxy drops landed");
+        failRead = true;
+        reply(res, 409, "resume");
+      });
+    });
+    up.on("error", (err) => res.destroy(err));
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  t.after(() => {
+    proxy.closeAllConnections();
+    proxy.close();
+  });
+
+  const events: Event[] = [];
+  const starts: (string | undefined)[] = [];
+  const stop = new AbortController();
+  const done = run(
+    async (task) => {
+      starts.push(task.checkpoint?.toString());
+      if (starts.length === 1) {
+        await task.commit({ puts: [{ key: "n", value: "1" }], checkpoint: "1" });
+        loseAck = true;
+        await task.commit({ puts: [{ key: "n", value: "2" }], checkpoint: "2" }); // throws Resume
+      }
+      await new Promise((resolve) => task.signal.addEventListener("abort", resolve, { once: true }));
+    },
+    { client: new Client(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`), handleSignals: false, signal: stop.signal, onEvent: (ev) => events.push(ev) },
+  );
+  await until("r-0 starts again", () => starts.length === 2);
+  stop.abort();
+  await done;
+
+  const restarts = events.filter((e) => e.type === "restart");
+  assert.equal(restarts.length, 1);
+  assert.ok(restarts[0]!.error instanceof Resume, `the restart's error ${String(restarts[0]!.error)} is Resume`);
+  assert.equal(readsFailed, 1, "the proxy failed the read of the checkpoint once");
+  assert.deepEqual(starts, [undefined, "2"], "the restart starts from the agent's checkpoint, which holds the unacknowledged commit");
 });

@@ -248,11 +248,6 @@ export async function ensureStream(nc, stream, subjects) {
         await nc.jsapi(`STREAM.CREATE.${stream}`, { name: stream, subjects, storage: "file", retention: "limits" });
     }
 }
-/** lastSeq is the stream's last sequence now: a later message has a higher one. */
-export async function lastSeq(nc, stream) {
-    const info = await nc.jsapi(`STREAM.INFO.${stream}`, {});
-    return Number(info["state"]?.last_seq ?? 0);
-}
 /** JetStream's error code of a direct get that found no message. */
 const errNoMessage = 10037;
 /** nextMessage is the first message of subject at or after seq in stream, or undefined when there is none. */
@@ -265,6 +260,18 @@ export async function nextMessage(nc, stream, subject, seq) {
     catch (err) {
         if (err instanceof JSApiError && err.errCode === errNoMessage)
             return undefined;
+        throw err;
+    }
+}
+/** lastSeq is the sequence of subject's last message in stream now (0 while it has none): a later message of it has a higher one. */
+export async function lastSeq(nc, stream, subject) {
+    try {
+        const res = await nc.jsapi(`STREAM.MSG.GET.${stream}`, { last_by_subj: subject });
+        return res["message"].seq;
+    }
+    catch (err) {
+        if (err instanceof JSApiError && err.errCode === errNoMessage)
+            return 0;
         throw err;
     }
 }

@@ -58,7 +58,7 @@ func figures(r Results) []figure {
 			})
 		}
 		out = append(out, figure{
-			Name:   fmt.Sprintf("planned-move pause, release → new owner's worker starts (%s, %s)", mode, where),
+			Name:   fmt.Sprintf("planned-move pause, old owner's stop → new owner's worker starts (%s, %s)", mode, where),
 			Value:  fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (max %.1f ms, %d moves)", p.P50, p.P99, p.Max, p.Count),
 			Target: "p50 ≤ 5 ms, p99 ≤ 15 ms", Met: met(p.P50 <= 5 && p.P99 <= 15),
 		})
@@ -66,10 +66,10 @@ func figures(r Results) []figure {
 			c := b.Steps[len(b.Steps)-1].SinceRelease
 			if c.Count > 0 {
 				out = append(out, figure{
-					Name:   fmt.Sprintf("release → new owner's first accepted commit (%s, %s)", mode, where),
+					Name:   fmt.Sprintf("old owner's stop → new owner's first accepted commit (%s, %s)", mode, where),
 					Value:  fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (max %.1f ms, %d moves)", c.P50, c.P99, c.Max, c.Count),
 					Target: "p50 ≤ 5 ms, p99 ≤ 15 ms", Met: met(c.P50 <= 5 && c.P99 <= 15),
-					Note: fmt.Sprintf("includes the worker's batching: it commits at most --worker-max-delay (%s) after it read a message", r.Settings.WorkerMaxDelay),
+					Note: fmt.Sprintf("includes the wait for the task's next input message when none was waiting at its start (--rate over every task); the worker commits at once after a start, then at most --worker-max-delay (%s) after it read a message", r.Settings.WorkerMaxDelay),
 				})
 			}
 		}

@@ -88,3 +88,23 @@ func (c *clientFlags) openConn(ctx context.Context, name string) (*natsgo.Conn, 
 	}
 	return nc, kv, nil
 }
+
+// parseInterleaved parses args with fs, flags before, between and after
+// the positional arguments (flag.Parse stops at the first of them), and
+// returns the positional ones. After "--" every argument is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}

@@ -3,7 +3,6 @@ package groupcli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -43,17 +42,19 @@ func Query(ctx context.Context, args []string, e Env) error {
 			"an agent of its own: the value is printed as it is, followed by a newline.\n"+
 			"By default the answer reflects every commit acknowledged before the query;\n"+
 			"--min-seq and --max-lag accept staler copies. The copy that answered and\n"+
-			"the sequence it had applied go to the JSON form. An absent key is an error.\n\nFlags:\n")
+			"the sequence it had applied go to the JSON form. An absent key is an error.\n"+
+			"Flags may come before or after TASK KEY; put -- before a key that starts with -.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 2 {
+	if len(pos) != 2 {
 		fs.Usage()
-		return errors.New("query takes a task and a key")
+		return fmt.Errorf("query takes a task and a key, and got %d arguments besides the flags (%q); put -- before a key that starts with -", len(pos), pos)
 	}
-	task, key := fs.Arg(0), fs.Arg(1)
+	task, key := pos[0], pos[1]
 	b := api.Bound{MinSeq: *minSeq}
 	if *maxLag != "" {
 		n, err := strconv.ParseUint(*maxLag, 10, 64)
