@@ -139,10 +139,20 @@ type Agent struct {
 	metrics      *metrics
 	caches       *recordCaches
 	progress     *progressBook
-	incarnation  string
-	started      time.Time
-	owner        string
-	host         string
+	// progressSub is the subscription to the group's progress, held only
+	// while this member needs it (progress.go); progressKick makes the
+	// progress loop look now; groupAsked is when Group was last called
+	// (UnixNano).
+	progressSub subscription
+	// successorSubs hear the successors of this member's direct revokes
+	// while it does not hear the whole group (progress.go).
+	successorSubs subscriptions
+	progressKick  chan struct{}
+	groupAsked    atomic.Int64
+	incarnation   string
+	started       time.Time
+	owner         string
+	host          string
 	// claim holds the member ID: every write of the member record goes
 	// through it (heartbeat.go).
 	claim *group.MemberClaim
@@ -166,6 +176,12 @@ type Agent struct {
 
 	rewatch *broadcast // fires when the connection to NATS comes back
 
+	// candidate says whether the last generation asks this member to watch
+	// the lease (group.GenerationRecord.Candidates); candidacy fires when
+	// that changes (election.go).
+	candidate atomic.Bool
+	candidacy *broadcast
+
 	// refreshed is when the member record was last refreshed (UnixNano;
 	// see sessionLive).
 	refreshed atomic.Int64
@@ -185,6 +201,9 @@ type Agent struct {
 	// afterReleaseAppend, if set (by tests only, export_test.go), runs
 	// between a release entry's append and the release's record.
 	afterReleaseAppend func()
+	// afterPublishWrite, if set (by tests only, at any time), runs after
+	// each write of a generation's publication (group.Publisher.AfterWrite).
+	afterPublishWrite atomic.Pointer[func(key string)]
 
 	// bg owns the per-task goroutines (restores, activations).
 	bg     sync.WaitGroup
@@ -275,6 +294,7 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		tasks:        map[string]*task{},
 		changed:      make(chan struct{}),
 		hbKick:       make(chan struct{}, 1),
+		progressKick: make(chan struct{}, 1),
 	}
 	// Before the first subscription: the query subscriptions of the tasks
 	// listed below answer from the moment they are made.
@@ -292,6 +312,8 @@ func Open(ctx context.Context, nc *nats.Conn, store *statestore.Store, opts Opti
 		a.metrics.setWorkerState(assign.WorkerDetached)
 	}
 	a.rewatch = newBroadcast()
+	a.candidacy = newBroadcast()
+	a.candidate.Store(true)
 	if info, ok := store.Rebuilt(); ok {
 		a.metrics.storeRebuilds.Inc()
 		a.log.Warn().Str("movedTo", info.MovedTo).Msg("the local store was rebuilt empty: every task this member gets is restored from its snapshot and the changelog")
@@ -379,7 +401,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.runHeartbeat(gctx) })
 	g.Go(func() error { return a.runProgress(gctx) })
-	g.Go(func() error { return a.runConfigWatch(gctx) })
 	g.Go(func() error { return a.runMember(gctx) })
 	g.Go(func() error { return a.runElection(gctx) })
 	g.Go(func() error { return a.runSnapshots(gctx) })

@@ -7,6 +7,11 @@ import "time"
 // crash right after the append would.
 func SetAfterReleaseAppend(a *Agent, f func()) { a.afterReleaseAppend = f }
 
+// SetAfterPublishWrite makes a leader call f after each write of a
+// generation's publication, with the key written: a test stops the leader
+// there, as a crash or a pause at that step would.
+func SetAfterPublishWrite(a *Agent, f func(key string)) { a.afterPublishWrite.Store(&f) }
+
 // Incoming reports whether a holds its catch-ups for a hand-off of task to
 // it, and whether its catch-ups are held at all.
 func Incoming(a *Agent, task string) (incoming, held bool) {

@@ -79,6 +79,11 @@ func (ld *leader) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pub.AfterWrite = func(key string) {
+		if f := a.afterPublishWrite.Load(); f != nil {
+			(*f)(key)
+		}
+	}
 	ld.pub, ld.current = pub, current
 	ld.track()
 
@@ -210,6 +215,19 @@ func (ld *leader) liveMembers() ([]string, []assign.Member) {
 	return ids, members
 }
 
+// compact reports whether every live member reads compact generations
+// (a member of an earlier version reads only full ones).
+func (ld *leader) compact() bool {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	for _, r := range ld.members {
+		if !r.CompactGenerations {
+			return false
+		}
+	}
+	return true
+}
+
 // planAndPublish plans once and publishes the result if it changed
 // anything. It returns the plan's next deadline.
 func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
@@ -224,7 +242,8 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 	}
 	t0 := time.Now()
 	res := assign.Plan(in)
-	a.metrics.planSeconds.Observe(time.Since(t0).Seconds())
+	planned := time.Since(t0)
+	a.metrics.planSeconds.Observe(planned.Seconds())
 	if !res.Changed {
 		if ld.current.Generation > 0 && ld.pub.Covers(ids) {
 			a.metrics.setLeading(len(ids), ld.current)
@@ -235,11 +254,15 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 		// a newcomer knows it is a member even with no task for it.
 		res.Assignment.Generation = ld.current.Generation + 1
 	}
-	g, err := ld.pub.Publish(ctx, ld.l, res, ids)
+	t1 := time.Now()
+	g, writes, err := ld.pub.Publish(ctx, ld.l, res, ids, ld.compact())
 	if err != nil {
 		return time.Time{}, err
 	}
+	published := time.Since(t1)
 	a.metrics.generation.Set(float64(g.Generation))
+	a.log.Info().Uint64(fGeneration, g.Generation).Int("members", len(ids)).Int("moves", len(res.Moves)).Int("writes", writes).
+		Dur("plan", planned).Dur("publish", published).Msg("generation published")
 	for _, m := range res.Moves {
 		a.log.Info().Str(fTask, m.Task).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).
 			Str("reason", m.Reason).Uint64(fGeneration, res.Assignment.Generation).Msg("plan")

@@ -24,31 +24,121 @@ type desired struct {
 }
 
 // runMember follows the generation record and applies this member's part
-// of every new generation.
+// of every new generation, and follows the group config ('handoff group
+// set'). One watch (one consumer, one stream of idle heartbeats) serves
+// both, and this member's assignment: a compact generation record holds
+// nothing of the other members, so that what a member receives per
+// generation does not grow with the group, and an assignment written for
+// it comes to it without a read.
 func (a *Agent) runMember(ctx context.Context) error {
-	a.watchKey(ctx, group.KeyGeneration, func(e jetstream.KeyValueEntry) error {
-		if e.Operation() != jetstream.KeyValuePut {
+	var w memberWatch
+	own := group.PrefixAssignment + a.opts.MemberID
+	group.Watch{
+		KV:      a.kv,
+		Keys:    []string{group.KeyGeneration, group.KeyConfig, own},
+		Rewatch: a.rewatchSignal,
+		Log:     a.log,
+		Reset:   func() { w = memberWatch{} },
+		Update: func(e jetstream.KeyValueEntry) error {
+			if e.Operation() != jetstream.KeyValuePut {
+				return nil
+			}
+			switch e.Key() {
+			case group.KeyConfig:
+				a.applyConfig(e)
+				return nil
+			case own:
+				var ma group.MemberAssignment
+				if err := json.Unmarshal(e.Value(), &ma); err != nil {
+					a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable assignment")
+					return nil
+				}
+				w.pushed = &pushedAssignment{rev: e.Revision(), ma: ma}
+				return nil
+			}
+			var g group.GenerationRecord
+			if err := json.Unmarshal(e.Value(), &g); err != nil {
+				a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
+				return nil
+			}
+			if err := a.applyGeneration(ctx, g, &w); err != nil {
+				return fmt.Errorf("apply generation %d: %w", g.Generation, err)
+			}
 			return nil
-		}
-		var g group.GenerationRecord
-		if err := json.Unmarshal(e.Value(), &g); err != nil {
-			a.log.Error().Err(err).Uint64(fRevision, e.Revision()).Msg("ignoring undecodable generation record")
-			return nil
-		}
-		if err := a.applyGeneration(ctx, g); err != nil {
-			return fmt.Errorf("apply generation %d: %w", g.Generation, err)
-		}
-		return nil
-	})
+		},
+	}.Run(ctx)
 	return nil
 }
 
-// applyGeneration reads this member's assignment in g and reconciles the task
-// runtimes with it.
-func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) error {
+// memberWatch is what the member loop's watch has delivered that a
+// generation record may need: fresh with every watch.
+type memberWatch struct {
+	// applied is the last generation this watch delivered and the member
+	// applied (0: none yet). The watch delivers every generation record
+	// in order, so the next one's number follows it unless a record was
+	// missed (a fresh watch starts at the last one).
+	applied uint64
+	// pushed is the last of this member's assignments delivered since.
+	pushed *pushedAssignment
+}
+
+// pushedAssignment is one of this member's assignments, as the watch
+// delivered it.
+type pushedAssignment struct {
+	rev uint64
+	ma  group.MemberAssignment
+}
+
+// ownAssignment is this member's part of generation g: its revision (0
+// when g does not include it) and its content. A full record names its
+// revision. For a compact one that follows the last generation the watch
+// delivered, an assignment delivered since that was written for g by g's
+// leadership is the change; without one, nothing changed for this member
+// (a leader writes the assignment of every member whose part changed, and
+// of every member it removes, before the generation record). A compact
+// record after a gap sends the member to the full record (group.ReadIndex).
+// It reads the assignment only when the watch did not deliver it.
+func (a *Agent) ownAssignment(ctx context.Context, g group.GenerationRecord, w *memberWatch, prevRev uint64, prev group.MemberAssignment) (uint64, group.MemberAssignment, error) {
+	none := group.MemberAssignment{Member: a.opts.MemberID}
+	if g.Compact && w.applied != 0 && g.Generation == w.applied+1 {
+		p := w.pushed
+		switch {
+		case p == nil || p.ma.Generation != g.Generation || p.ma.Term != g.Term:
+			return prevRev, prev, nil // unchanged (an assignment of another leadership was never published)
+		case p.ma.Removed:
+			return 0, none, nil
+		}
+		return p.rev, p.ma, nil
+	}
+	if g.Compact {
+		full, err := group.ReadIndex(ctx, a.kv, g)
+		if err != nil {
+			return 0, none, err
+		}
+		g = full
+	}
+	rev, ok := g.Assignments[a.opts.MemberID]
+	switch {
+	case !ok:
+		return 0, none, nil
+	case rev == prevRev:
+		return rev, prev, nil
+	case w.pushed != nil && w.pushed.rev == rev:
+		return rev, w.pushed.ma, nil
+	}
+	_, ma, err := group.ReadMemberAssignment(ctx, a.kv, a.opts.MemberID, rev)
+	return rev, ma, err
+}
+
+// applyGeneration reads this member's assignment in g and reconciles the
+// task runtimes with it; w is what its watch delivered before g.
+func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord, w *memberWatch) error {
 	seen := time.Now()
 	a.mu.Lock()
 	if g.Generation <= a.generation && a.included {
+		if g.Generation == a.generation {
+			w.applied = g.Generation // this member's state is g's
+		}
 		a.mu.Unlock()
 		return nil
 	}
@@ -56,19 +146,15 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 	prevAssigned := a.assigned
 	a.mu.Unlock()
 
-	rev, included := g.Assignments[a.opts.MemberID]
-	mine := group.MemberAssignment{Member: a.opts.MemberID}
+	rev, mine, err := a.ownAssignment(ctx, g, w, prevRev, prevAssigned)
+	if err != nil {
+		return err
+	}
+	w.applied, w.pushed = g.Generation, nil
+	included := rev != 0
 	var read time.Duration // reading this member's assignment, when it changed
-	switch {
-	case !included:
-	case rev == prevRev:
-		mine = prevAssigned
-	default:
-		_, e, err := group.ReadMemberAssignment(ctx, a.kv, a.opts.MemberID, rev)
-		if err != nil {
-			return err
-		}
-		mine, read = e, time.Since(seen)
+	if rev != prevRev {
+		read = time.Since(seen)
 	}
 
 	want := map[string]desired{}
@@ -99,6 +185,9 @@ func (a *Agent) applyGeneration(ctx context.Context, g group.GenerationRecord) e
 		mine.Shutdown = false
 	}
 	a.generation = g.Generation
+	if c := g.IsCandidate(a.opts.MemberID); a.candidate.Swap(c) != c {
+		a.candidacy.fire()
+	}
 	a.assigned = mine
 	a.assignedRev = rev
 	if included {

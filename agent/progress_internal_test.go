@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/handoffhq/handoff/agent/assign"
 	"github.com/handoffhq/handoff/agent/group"
 	"github.com/handoffhq/handoff/changelog"
 	"github.com/handoffhq/handoff/internal/natstest"
@@ -40,6 +41,9 @@ func TestRepublishWaitsForTheFirstReport(t *testing.T) {
 		metrics: newMetrics(prometheus.NewRegistry()),
 		tasks:   map[string]*task{},
 	}
+	if err := a.setConfig(assign.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
 	a.progress = newProgressBook(func(p group.Progress) { got = append(got, p) })
 	tk := &task{id: "t1", stateful: true, phase: phaseLearner}
 	a.tasks["t1"] = tk
@@ -57,5 +61,18 @@ func TestRepublishWaitsForTheFirstReport(t *testing.T) {
 	a.republishProgress()
 	if len(got) != 1 || got[0].Task != "t1" || got[0].Lag != 0 || got[0].Applied != 1 {
 		t.Fatalf("after Run reported: published %+v, want one report of t1 applied to 1 with lag 0", got)
+	}
+
+	// Reported in this generation, and recently: not again (an idle
+	// learner's reports are its member's traffic); a new generation is
+	// reported at once, so that the leader counts it from there.
+	a.republishProgress()
+	if len(got) != 1 {
+		t.Fatalf("republished a fresh report: %+v", got)
+	}
+	a.generation = 2
+	a.republishProgress()
+	if len(got) != 2 || got[1].Generation != 2 {
+		t.Fatalf("after a new generation: published %+v, want a second report of generation 2", got)
 	}
 }

@@ -37,6 +37,7 @@ func (a *Agent) revokeDueLocked(t *task) bool {
 func (a *Agent) revokeApplied(rv *revokeOrder) {
 	rv.since = time.Now()
 	a.lastRevoke.Store(rv.since.UnixNano())
+	a.kickProgress() // hear the successor (followProgress)
 	if a.bgCtx.Err() != nil {
 		return
 	}

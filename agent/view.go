@@ -112,6 +112,7 @@ func (a *Agent) Leave(ctx context.Context) (api.LeaveStatus, error) {
 	}
 	a.mu.Unlock()
 	a.kickHeartbeat()
+	a.kickProgress() // the leave's status shows its tasks' learners
 	return a.LeaveStatus(), nil
 }
 
@@ -179,6 +180,7 @@ func (a *Agent) Ready() error {
 
 // Group implements httpapi.Backend.
 func (a *Agent) Group(ctx context.Context) (api.GroupView, error) {
+	a.hearProgress(ctx)
 	var progress []api.LearnerProgress
 	for _, p := range a.progress.all() {
 		progress = append(progress, p.LearnerProgress)

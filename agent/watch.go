@@ -3,10 +3,6 @@ package agent
 import (
 	"context"
 	"sync/atomic"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/handoffhq/handoff/agent/group"
 )
 
 // broadcast wakes every goroutine waiting on it, as often as it fires:
@@ -50,10 +46,4 @@ func (a *Agent) rewatchSignal() <-chan struct{} { return a.rewatch.wait() }
 func (a *Agent) onReconnect() {
 	a.rewatch.fire()
 	a.log.Info().Msg("reconnected to NATS: watching the group afresh")
-}
-
-// watchKey calls fn with every entry of key, the current one first, until
-// ctx ends, watching again across reconnects (see group.Watch).
-func (a *Agent) watchKey(ctx context.Context, key string, fn func(jetstream.KeyValueEntry) error) {
-	group.Watch{KV: a.kv, Key: key, Rewatch: a.rewatchSignal, Log: a.log, Update: fn}.Run(ctx)
 }

@@ -126,7 +126,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, erro
 		Description:        "handoff changelog of group " + opts.Group + ": one subject per task, one message per commit",
 		Subjects:           subjects(opts.Group),
 		Retention:          jetstream.LimitsPolicy,
-		MaxConsumers:       -1,
+		MaxConsumers:       MaxConsumers,
 		MaxMsgs:            -1,
 		MaxBytes:           -1,
 		MaxMsgsPerSubject:  -1,
@@ -159,6 +159,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, erro
 			upd := have
 			upd.Subjects, upd.Replicas = want.Subjects, want.Replicas
 			upd.AllowDirect, upd.AllowAtomicPublish = true, true
+			upd.MaxConsumers = MaxConsumers
 			upd.MaxMsgs, upd.MaxBytes, upd.MaxAge = -1, -1, 0
 			upd.MaxMsgsPerSubject, upd.MaxMsgSize = -1, -1
 			if stream, err = js.UpdateStream(ctx, upd); err != nil {
@@ -169,6 +170,13 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Log, erro
 	return &Log{js: js, stream: stream, group: opts.Group, ackPrefix: []byte(`{"stream":"` + name + `","seq":`)}, nil
 }
 
+// MaxConsumers bounds the consumers of a changelog stream: each learner's
+// and standby's tailer and each restore holds one, so a group of 10,000
+// tasks with a standby each holds 10,000. It is set explicitly because
+// nats-server (2.12 and later) gives a stream that sets no bound (or -1) a
+// default of 1,000 consumers.
+const MaxConsumers = 1_000_000
+
 // settingsMatch tells whether an existing stream has the settings the
 // changelog relies on: what it keeps, who may read it how, and the fence.
 func settingsMatch(have, want jetstream.StreamConfig) bool {
@@ -176,7 +184,7 @@ func settingsMatch(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) &&
 		have.Storage == want.Storage && have.Replicas == want.Replicas &&
 		have.Retention == jetstream.LimitsPolicy &&
-		have.AllowDirect && have.AllowAtomicPublish &&
+		have.AllowDirect && have.AllowAtomicPublish && have.MaxConsumers == MaxConsumers &&
 		unlimited(have.MaxMsgs) && unlimited(have.MaxBytes) && have.MaxAge == 0 &&
 		unlimited(have.MaxMsgsPerSubject) && have.MaxMsgSize <= 0
 }

@@ -38,7 +38,36 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, group string, repli
 	if err != nil {
 		return nil, fmt.Errorf("create or update KV bucket %s: %w", BucketName(group), err)
 	}
+	if err := boundConsumers(ctx, js, group); err != nil {
+		return nil, err
+	}
 	return kv, nil
+}
+
+// maxConsumers bounds the consumers of the bucket's stream: every member
+// holds one or two watches on it, and the leader one more. It is set
+// explicitly because nats-server (2.12 and later) gives a stream that sets
+// no bound a default of 1,000 consumers, which a group of 500 members
+// would reach; creating or updating the bucket (above, as every member's
+// Open does) sets none, so the bound is set again after it.
+const maxConsumers = 1_000_000
+
+// boundConsumers sets maxConsumers on the bucket's stream unless it has it.
+func boundConsumers(ctx context.Context, js jetstream.JetStream, group string) error {
+	name := "KV_" + BucketName(group)
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("read stream %s: %w", name, err)
+	}
+	cfg := st.CachedInfo().Config
+	if cfg.MaxConsumers == maxConsumers {
+		return nil
+	}
+	cfg.MaxConsumers = maxConsumers
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("bound the consumers of stream %s: %w", name, err)
+	}
+	return nil
 }
 
 // LoadConfig reads the group's stored config; ok is false if the group has

@@ -8,26 +8,41 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/handoffhq/handoff/agent/assign"
 )
 
 // Publisher publishes a leader's generations, fenced on its lease: the
 // member assignments that changed, then the generation record that names
-// the revision of every one. It remembers what it last published of each
-// member, so that an unchanged assignment is not rewritten. A Publisher is
-// used by one leader loop at a time.
+// the revision of every one (in full, or compact with the full record
+// beside it). It remembers what it last published of each member, so that
+// an unchanged assignment is not rewritten. A Publisher is used by one
+// leader loop at a time.
 type Publisher struct {
-	leader    string
-	published map[string]published
+	// AfterWrite, if set (by tests), runs after each write of a
+	// publication with the key written: a test stops the leader there.
+	AfterWrite func(key string)
+
+	leader     string
+	published  map[string]published
+	candidates []string
 }
 
 type published struct {
-	data []byte
-	rev  uint64
+	content []byte // the assignment's encoding without when it was written
+	rev     uint64
+}
+
+// content is ma's encoding without Generation and Term, which do not count
+// as a change.
+func content(ma MemberAssignment) ([]byte, error) {
+	ma.Generation, ma.Term = 0, 0
+	return json.Marshal(ma)
 }
 
 // LoadPublisher reads the last published generation and the assignments it
@@ -42,16 +57,50 @@ func LoadPublisher(ctx context.Context, kv jetstream.KeyValue, leader string) (*
 	if !ok {
 		return p, assign.Assignment{Tasks: map[string]*assign.TaskAssignment{}}, nil
 	}
-	parts := make(map[string]MemberAssignment, len(g.Assignments))
-	for id, rev := range g.Assignments {
-		data, ma, err := ReadMemberAssignment(ctx, kv, id, rev)
-		if err != nil {
-			return nil, assign.Assignment{}, err
-		}
-		parts[id] = ma
-		p.published[id] = published{data: data, rev: rev}
+	parts, err := readParts(ctx, kv, g.Assignments)
+	if err != nil {
+		return nil, assign.Assignment{}, err
 	}
+	for id, ma := range parts {
+		c, err := content(ma)
+		if err != nil {
+			return nil, assign.Assignment{}, fmt.Errorf("encode assignment of %s: %w", id, err)
+		}
+		p.published[id] = published{content: c, rev: g.Assignments[id]}
+	}
+	p.candidates = g.Candidates
 	return p, Merge(g, parts), nil
+}
+
+// partReaders bounds the reads of members' assignments in flight at once
+// (a new leader reads every member's).
+const partReaders = 32
+
+// readParts reads each member's assignment at the revision revs names, a
+// few at a time.
+func readParts(ctx context.Context, kv jetstream.KeyValue, revs map[string]uint64) (map[string]MemberAssignment, error) {
+	var (
+		mu    sync.Mutex
+		parts = make(map[string]MemberAssignment, len(revs))
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(partReaders)
+	for id, rev := range revs {
+		g.Go(func() error {
+			_, ma, err := ReadMemberAssignment(gctx, kv, id, rev)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			parts[id] = ma
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return parts, nil
 }
 
 // Covers reports whether the last generation gave exactly the members ids
@@ -71,34 +120,64 @@ func (p *Publisher) Covers(ids []string) bool {
 // Publish writes res's generation: every live member's assignment that
 // changed, then the generation record, all fenced on l, one after the
 // other: a replicated stream refuses a fenced write while another fenced
-// on the same subject is in flight, so they cannot be pipelined. It returns
-// the record it published.
-func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string) (GenerationRecord, error) {
+// on the same subject is in flight, so they cannot be pipelined. Compact,
+// the full record goes to KeyIndex and the generation record names it,
+// and a member that left the group gets a last assignment that says so.
+// It returns the full record of what it published and how many writes it
+// took.
+func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string, compact bool) (GenerationRecord, int, error) {
 	parts, unassigned := Split(res.Assignment, live, res.Shutdown)
+	gen, term := res.Assignment.Generation, l.Term()
 	revs := make(map[string]uint64, len(parts))
-	for _, id := range slices.Sorted(maps.Keys(parts)) {
-		data, err := json.Marshal(parts[id])
+	writes := 0
+	put := func(key string, v any) (uint64, error) {
+		data, err := json.Marshal(v)
 		if err != nil {
-			return GenerationRecord{}, fmt.Errorf("encode assignment of %s: %w", id, err)
+			return 0, fmt.Errorf("encode %s: %w", key, err)
 		}
-		if prev, ok := p.published[id]; ok && bytes.Equal(prev.data, data) {
+		rev, err := l.Put(ctx, key, data)
+		if err != nil {
+			return 0, err
+		}
+		writes++
+		if p.AfterWrite != nil {
+			p.AfterWrite(key)
+		}
+		return rev, nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(parts)) {
+		c, err := content(*parts[id])
+		if err != nil {
+			return GenerationRecord{}, writes, fmt.Errorf("encode assignment of %s: %w", id, err)
+		}
+		if prev, ok := p.published[id]; ok && bytes.Equal(prev.content, c) {
 			revs[id] = prev.rev
 			continue
 		}
-		rev, err := l.Put(ctx, PrefixAssignment+id, data)
+		ma := *parts[id]
+		ma.Generation, ma.Term = gen, term
+		rev, err := put(PrefixAssignment+id, ma)
 		if err != nil {
-			return GenerationRecord{}, err
+			return GenerationRecord{}, writes, err
 		}
-		p.published[id] = published{data: data, rev: rev}
+		p.published[id] = published{content: c, rev: rev}
 		revs[id] = rev
 	}
-	for id := range p.published {
-		if _, ok := parts[id]; !ok {
-			delete(p.published, id)
+	for _, id := range slices.Sorted(maps.Keys(p.published)) {
+		if _, ok := parts[id]; ok {
+			continue
+		}
+		delete(p.published, id)
+		if compact {
+			// A member paused past its session still follows its
+			// assignment: this tells it it is out.
+			if _, err := put(PrefixAssignment+id, MemberAssignment{Member: id, Generation: gen, Term: term, Removed: true}); err != nil {
+				return GenerationRecord{}, writes, err
+			}
 		}
 	}
 	g := GenerationRecord{
-		Generation:  res.Assignment.Generation,
+		Generation:  gen,
 		Leader:      p.leader,
 		Published:   time.Now(),
 		Assignments: revs,
@@ -106,16 +185,55 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		Leaving:     res.Assignment.Leaving,
 		Round:       res.Assignment.Round,
 		Shutdown:    res.Shutdown,
+		Candidates:  p.nextCandidates(live, res.Assignment.Leaving),
+		Term:        term,
 		Incoming:    Incoming(res.Assignment),
 	}
-	data, err := json.Marshal(g)
-	if err != nil {
-		return GenerationRecord{}, fmt.Errorf("encode generation %d: %w", g.Generation, err)
+	if compact {
+		index, err := put(KeyIndex, g)
+		if err != nil {
+			return GenerationRecord{}, writes, err
+		}
+		g.Compact, g.Index = true, index
+		// What every member reads: nothing of any one member but the
+		// direct hand-offs in flight (O(revokes), not O(members)).
+		rec := GenerationRecord{Generation: gen, Leader: p.leader, Published: g.Published, Candidates: g.Candidates,
+			Term: term, Incoming: g.Incoming, Compact: true, Index: index}
+		if _, err := put(KeyGeneration, rec); err != nil {
+			return GenerationRecord{}, writes, err
+		}
+		return g, writes, nil
 	}
-	if _, err := l.Put(ctx, KeyGeneration, data); err != nil {
-		return GenerationRecord{}, err
+	if _, err := put(KeyGeneration, g); err != nil {
+		return GenerationRecord{}, writes, err
 	}
-	return g, nil
+	return g, writes, nil
+}
+
+// nextCandidates picks the generation's candidates among the live members
+// (sorted): the last generation's that are still live and not leaving,
+// then the first others, up to Candidates, never the leader.
+func (p *Publisher) nextCandidates(live []string, leaving map[string]time.Time) []string {
+	ok := func(id string) bool {
+		_, gone := leaving[id]
+		return id != p.leader && !gone && slices.Contains(live, id)
+	}
+	var out []string
+	for _, id := range p.candidates {
+		if ok(id) && len(out) < Candidates {
+			out = append(out, id)
+		}
+	}
+	for _, id := range live {
+		if len(out) == Candidates {
+			break
+		}
+		if ok(id) && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	p.candidates = out
+	return out
 }
 
 // Split cuts an assignment into one MemberAssignment per member (every
@@ -207,8 +325,9 @@ func Merge(g GenerationRecord, parts map[string]MemberAssignment) assign.Assignm
 	return as
 }
 
-// ReadGeneration reads the generation record; ok is false if no
-// generation has been published yet.
+// ReadGeneration reads the generation record, in full (the full record
+// of a compact one, ReadIndex); ok is false if no generation has been
+// published yet.
 func ReadGeneration(ctx context.Context, kv jetstream.KeyValue) (g GenerationRecord, ok bool, err error) {
 	e, err := kv.Get(ctx, KeyGeneration)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -220,7 +339,27 @@ func ReadGeneration(ctx context.Context, kv jetstream.KeyValue) (g GenerationRec
 	if err := json.Unmarshal(e.Value(), &g); err != nil {
 		return GenerationRecord{}, false, fmt.Errorf("decode generation record (revision %d): %w", e.Revision(), err)
 	}
-	return g, true, nil
+	if g.Compact {
+		g, err = ReadIndex(ctx, kv, g)
+	}
+	return g, err == nil, err
+}
+
+// ReadIndex reads the full record of compact generation record g.
+func ReadIndex(ctx context.Context, kv jetstream.KeyValue, g GenerationRecord) (GenerationRecord, error) {
+	e, err := kv.GetRevision(ctx, KeyIndex, g.Index)
+	if err != nil {
+		return GenerationRecord{}, fmt.Errorf("read the full record of generation %d at revision %d: %w", g.Generation, g.Index, err)
+	}
+	var full GenerationRecord
+	if err := json.Unmarshal(e.Value(), &full); err != nil {
+		return GenerationRecord{}, fmt.Errorf("decode the full record of generation %d (revision %d): %w", g.Generation, g.Index, err)
+	}
+	if full.Generation != g.Generation {
+		return GenerationRecord{}, fmt.Errorf("the full record at revision %d is of generation %d, not %d", g.Index, full.Generation, g.Generation)
+	}
+	full.Compact, full.Index = true, g.Index
+	return full, nil
 }
 
 // ReadMemberAssignment reads member's assignment at revision rev (the one
@@ -244,13 +383,9 @@ func ReadAssignment(ctx context.Context, kv jetstream.KeyValue) (GenerationRecor
 	if err != nil {
 		return GenerationRecord{}, nil, assign.Assignment{}, err
 	}
-	parts := map[string]MemberAssignment{}
-	for id, rev := range g.Assignments {
-		_, ma, err := ReadMemberAssignment(ctx, kv, id, rev)
-		if err != nil {
-			return GenerationRecord{}, nil, assign.Assignment{}, err
-		}
-		parts[id] = ma
+	parts, err := readParts(ctx, kv, g.Assignments)
+	if err != nil {
+		return GenerationRecord{}, nil, assign.Assignment{}, err
 	}
 	return g, parts, Merge(g, parts), nil
 }

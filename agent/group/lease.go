@@ -26,6 +26,8 @@ type Lease struct {
 	value []byte
 	ttl   time.Duration
 
+	term uint64 // the revision at which the lease was won
+
 	mu      sync.Mutex
 	rev     uint64
 	renewed time.Time
@@ -43,8 +45,12 @@ func Campaign(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue
 	if err != nil {
 		return nil, fmt.Errorf("create leader lease: %w", err)
 	}
-	return &Lease{js: js, kv: kv, group: group, value: value, ttl: ttl, rev: rev, renewed: time.Now()}, nil
+	return &Lease{js: js, kv: kv, group: group, value: value, ttl: ttl, term: rev, rev: rev, renewed: time.Now()}, nil
 }
+
+// Term is the revision at which the lease was won: it names this
+// leadership in what the leader writes (GenerationRecord.Term).
+func (l *Lease) Term() uint64 { return l.term }
 
 // Revision is the lease's revision when it was won.
 func (l *Lease) Revision() uint64 {

@@ -61,7 +61,7 @@ func ApplyMemberUpdate(members map[string]MemberRecord, e jetstream.KeyValueEntr
 	}
 	members[id] = r
 	return !had || old.Incarnation != r.Incarnation || old.Leaving != r.Leaving ||
-		old.Capacity != r.Capacity || old.Zone != r.Zone || old.Worker != r.Worker || old.DirectHandoff != r.DirectHandoff ||
+		old.Capacity != r.Capacity || old.Zone != r.Zone || old.Worker != r.Worker || old.DirectHandoff != r.DirectHandoff || old.CompactGenerations != r.CompactGenerations ||
 		!sameReleases(old.Released, r.Released) || !sameTakeovers(old.Takeovers, r.Takeovers)
 }
 

@@ -83,6 +83,21 @@ func WatchProgress(nc *nats.Conn, group string, fn func(Progress)) (stop func(),
 	return func() { _ = sub.Unsubscribe() }, nil
 }
 
+// WatchMemberProgress calls fn with every progress report member publishes
+// in group, as WatchProgress does for the whole group.
+func WatchMemberProgress(nc *nats.Conn, group, member string, fn func(Progress)) (stop func(), err error) {
+	sub, err := nc.Subscribe(ProgressSubject(group, member), func(m *nats.Msg) {
+		var p Progress
+		if json.Unmarshal(m.Data, &p) == nil {
+			fn(p)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to progress of %s in group %s: %w", member, group, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
 // SortProgress orders reports by task, then member.
 func SortProgress(ps []api.LearnerProgress) {
 	sort.Slice(ps, func(i, j int) bool {

@@ -11,7 +11,10 @@
 package group
 
 import (
+	"encoding/json"
+	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/handoffhq/handoff/agent/assign"
@@ -22,6 +25,10 @@ const (
 	KeyConfig     = "config"
 	KeyLease      = "lease"
 	KeyGeneration = "gen"
+	// KeyIndex holds the full record of a generation published compact
+	// (GenerationRecord.Compact): the revision of every member's
+	// assignment, for a new leader and a member that missed generations.
+	KeyIndex = "genindex"
 	// PrefixMember + id holds a MemberRecord.
 	PrefixMember = "members."
 	// PrefixAssignment + id holds a MemberAssignment. The stored prefix
@@ -69,6 +76,9 @@ type MemberRecord struct {
 	// DirectHandoff and Takeovers: see assign.Member.
 	DirectHandoff bool                       `json:"directHandoff,omitempty"`
 	Takeovers     map[string]assign.Takeover `json:"takeovers,omitempty"`
+	// CompactGenerations says the member reads compact generation records
+	// (GenerationRecord.Compact) and watches its own assignment.
+	CompactGenerations bool `json:"compactGenerations,omitempty"`
 	// Generation is the last generation the member has applied.
 	Generation uint64 `json:"generation"`
 	// Worker is the state of the member's worker ("" when the member
@@ -101,8 +111,12 @@ type LeaseRecord struct {
 }
 
 // GenerationRecord is the generation record (key KeyGeneration): the single
-// point at which a generation is published. It names the revision of every
-// member's assignment.
+// point at which a generation is published. In full, it names the revision
+// of every member's assignment. Published compact (Compact), what every
+// member receives holds only the generation, its leader, term and
+// candidates, and the revision of the full record under KeyIndex: a member
+// learns of its own assignment from the assignment's key, which it
+// watches (see docs/ARCHITECTURE.md, "What a member reads").
 type GenerationRecord struct {
 	Generation uint64    `json:"generation"`
 	Leader     string    `json:"leader"`
@@ -122,13 +136,91 @@ type GenerationRecord struct {
 	// did not change. A hint for the member's priorities, nothing of
 	// ownership (the release entry decides).
 	Incoming map[string][]string `json:"incoming,omitempty"`
+	// Candidates name the members besides the leader that watch the
+	// lease, to campaign as soon as it ends; the others look at it only
+	// now and then (see docs/ARCHITECTURE.md). None named (a leader that
+	// predates them, or a group of one) means every member watches.
+	Candidates []string `json:"candidates,omitempty"`
+	// Term is the revision at which the leader won its lease: every
+	// assignment it writes carries it (MemberAssignment.Term).
+	Term uint64 `json:"term,omitempty"`
+	// Compact says the record was published compact: Assignments,
+	// Unassigned, Leaving, Round and Shutdown are in the full record at
+	// revision Index of KeyIndex (ReadGeneration reads it).
+	Compact bool   `json:"-"`
+	Index   uint64 `json:"index,omitempty"`
+}
+
+// compactEntries stands in a compact record for the assignments' revisions:
+// a string where an earlier version expects a map, so that an agent of an
+// earlier version fails to decode the record (it logs and ignores it, and
+// cannot lead from it) instead of reading a generation that assigns
+// nothing. The leader publishes compact only while every live member's
+// record says it reads compact generations.
+const compactEntries = "compact"
+
+// generationJSON is a GenerationRecord as it is stored.
+type generationJSON struct {
+	generationFields
+	Entries json.RawMessage `json:"entries"`
+}
+
+type generationFields GenerationRecord
+
+// MarshalJSON encodes g, compact or in full.
+func (g GenerationRecord) MarshalJSON() ([]byte, error) {
+	entries, err := json.Marshal(g.Assignments)
+	if g.Compact {
+		entries, err = json.Marshal(compactEntries)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(generationJSON{generationFields(g), entries})
+}
+
+// UnmarshalJSON decodes a record of either form.
+func (g *GenerationRecord) UnmarshalJSON(b []byte) error {
+	var w generationJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*g = GenerationRecord(w.generationFields)
+	var marker string
+	if json.Unmarshal(w.Entries, &marker) == nil {
+		if marker != compactEntries {
+			return fmt.Errorf("generation record: entries %q", marker)
+		}
+		g.Compact = true
+		return nil
+	}
+	if len(w.Entries) > 0 && string(w.Entries) != "null" {
+		return json.Unmarshal(w.Entries, &g.Assignments)
+	}
+	return nil
+}
+
+// Candidates is how many members besides the leader a generation names to
+// watch the lease.
+const Candidates = 3
+
+// IsCandidate reports whether g asks member to watch the lease.
+func (g GenerationRecord) IsCandidate(member string) bool {
+	return len(g.Candidates) == 0 || slices.Contains(g.Candidates, member)
 }
 
 // MemberAssignment is one member's part of a generation (key
-// PrefixAssignment + member). It carries no generation number, so one that
-// did not change is not rewritten.
+// PrefixAssignment + member). One that did not change is not rewritten:
+// Generation and Term say when it was written (the generation it was
+// written for, the leader's term), and do not count as a change.
 type MemberAssignment struct {
-	Member string `json:"member"`
+	Member     string `json:"member"`
+	Generation uint64 `json:"generation,omitempty"`
+	Term       uint64 `json:"term,omitempty"`
+	// Removed says the member is no longer in the group: written once, in
+	// a compact generation, so that a member that missed its removal
+	// (paused past its session) learns it from its watch.
+	Removed bool `json:"removed,omitempty"`
 	// Tasks holds the full placement of every task this member owns.
 	Tasks    map[string]*assign.TaskAssignment `json:"tasks,omitempty"`
 	Learning []string                          `json:"learning,omitempty"`

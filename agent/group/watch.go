@@ -2,6 +2,8 @@ package group
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -10,11 +12,15 @@ import (
 
 // Watch follows one key of a group's bucket, or a wildcard of keys (such as
 // PrefixMember+">"), across the ends of its watchers. It is the one watch
-// loop of the agent: the member loop follows KeyGeneration with it, the
-// config watch KeyConfig, the leader the member records.
+// loop of the agent: the member loop follows KeyGeneration and KeyConfig
+// with it, the leader the member records.
 type Watch struct {
-	KV  jetstream.KeyValue
-	Key string
+	KV jetstream.KeyValue
+	// Key is the key (or wildcard) to watch; Keys, if set, are several
+	// to watch with one consumer instead, their entries in the order the
+	// bucket stored them.
+	Key  string
+	Keys []string
 	// Rewatch returns a channel closed when the connection to NATS comes
 	// back: a KV watcher is an ordered consumer that notices a restarted
 	// server only after missing heartbeats for many seconds. Nil means
@@ -42,10 +48,20 @@ func (w Watch) Run(ctx context.Context) {
 		if w.Rewatch != nil {
 			rewatch = w.Rewatch() // before watching: a reconnect after it rewatches
 		}
-		kw, err := w.KV.Watch(ctx, w.Key)
+		var (
+			kw  jetstream.KeyWatcher
+			err error
+		)
+		if len(w.Keys) > 0 {
+			// A copy: WatchFiltered rewrites the keys it is given into
+			// subjects, and the next watch needs them as keys.
+			kw, err = w.KV.WatchFiltered(ctx, slices.Clone(w.Keys))
+		} else {
+			kw, err = w.KV.Watch(ctx, w.Key)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
-				w.Log.Warn().Err(err).Str("key", w.Key).Msg("watch failed; retrying")
+				w.Log.Warn().Err(err).Str("key", w.name()).Msg("watch failed; retrying")
 				Sleep(ctx, 250*time.Millisecond)
 			}
 			continue
@@ -59,10 +75,18 @@ func (w Watch) Run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			w.Log.Warn().Err(err).Str("key", w.Key).Msg("handling a watched update failed; reading it again")
+			w.Log.Warn().Err(err).Str("key", w.name()).Msg("handling a watched update failed; reading it again")
 			Sleep(ctx, 250*time.Millisecond)
 		}
 	}
+}
+
+// name names the watched keys in a log line.
+func (w Watch) name() string {
+	if len(w.Keys) > 0 {
+		return strings.Join(w.Keys, ",")
+	}
+	return w.Key
 }
 
 // drain passes kw's entries to Update until kw, rewatch or ctx ends, or

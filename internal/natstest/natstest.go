@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -91,3 +93,31 @@ func (s *Server) Resume(t testing.TB) {
 
 // Shutdown stops the server; it is safe to call more than once.
 func (s *Server) Shutdown() { s.srv.Shutdown() }
+
+// StartDeployed starts a JetStream server for t with nats-server's own
+// limits, as a deployment's server has them (Start's, like the embedded
+// server the agent runs without --nats, lifts the bound on consumers per
+// stream), and returns a JetStream context on a connection to it. Both end
+// in t.Cleanup.
+func StartDeployed(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true})
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("natstest: nats-server not ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return js
+}

@@ -69,7 +69,7 @@ func (h *Harness) onGeneration(what string, judge func(group.MemberAssignment) s
 		cancel()
 		h.t.Fatalf("trigger on %s: %v", what, err)
 	}
-	w, err := kv.WatchFiltered(ctx, []string{group.KeyGeneration, group.PrefixAssignment + ">"}, jetstream.UpdatesOnly())
+	w, err := kv.WatchFiltered(ctx, []string{group.KeyGeneration, group.KeyIndex, group.PrefixAssignment + ">"}, jetstream.UpdatesOnly())
 	if err != nil {
 		cancel()
 		h.t.Fatalf("trigger on %s: watch the group's generations: %v", what, err)
@@ -86,6 +86,7 @@ func (h *Harness) onGeneration(what string, judge func(group.MemberAssignment) s
 			ma  group.MemberAssignment
 		}
 		assignments := map[string]written{} // by member, as last written
+		var index group.GenerationRecord    // the last full record of a compact generation
 		for {
 			select {
 			case <-ctx.Done():
@@ -95,6 +96,10 @@ func (h *Harness) onGeneration(what string, judge func(group.MemberAssignment) s
 					return
 				}
 				if e == nil || e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				if e.Key() == group.KeyIndex {
+					_ = json.Unmarshal(e.Value(), &index)
 					continue
 				}
 				if e.Key() != group.KeyGeneration {
@@ -107,6 +112,12 @@ func (h *Harness) onGeneration(what string, judge func(group.MemberAssignment) s
 				var g group.GenerationRecord
 				if json.Unmarshal(e.Value(), &g) != nil {
 					continue
+				}
+				if g.Compact {
+					if index.Generation != g.Generation {
+						continue
+					}
+					g = index
 				}
 				var parts []string
 				for _, member := range slices.Sorted(maps.Keys(g.Assignments)) {

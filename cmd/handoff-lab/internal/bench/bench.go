@@ -85,6 +85,7 @@ type Settings struct {
 	CommitDuration time.Duration `json:"-"`
 	commitTasks    string
 	State          StateSettings `json:"state,omitzero"`
+	Scale          ScaleSettings `json:"scale,omitzero"`
 	ServeFloor     string        `json:"-"`
 	Keep           bool          `json:"-"`
 	JSON           bool          `json:"-"`
@@ -118,8 +119,9 @@ func flags(s *Settings, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&s.modes, "modes", "eager,stable,cold", "comma-separated modes to compare: eager, stable, cold (ownership moves at once, the new owner restores first), cold-sim (eager promoting learners at once: an approximation of cold)")
-	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, commit (the commit path through the HTTP API, no rebalance) or state (reads, commits and a read-modify-write worker through the API, next to a bare net/http floor and to Pebble)")
+	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, commit (the commit path through the HTTP API, no rebalance), state (reads, commits and a read-modify-write worker through the API, next to a bare net/http floor and to Pebble) or scale (the control plane of groups of --members members, many agents in this process, each with its own NATS connections, on nats-server processes)")
 	stateFlags(fs, &s.State, &s.ServeFloor)
+	scaleFlags(fs, &s.Scale)
 	fs.StringVar(&s.commitTasks, "commit-tasks", "1,8", "commit scenario: comma-separated `counts` of tasks committing in parallel, one level after the other")
 	fs.IntVar(&s.CommitRecords, "commit-records", 100, "commit scenario: records per commit (18 B keys, 100 B values)")
 	fs.DurationVar(&s.CommitDuration, "commit-duration", 5*time.Second, "commit scenario: how long each level runs")
@@ -246,8 +248,16 @@ func parse(args []string, out io.Writer) (Settings, error) {
 		if err := parseState(&s.State); err != nil {
 			return s, err
 		}
+	case scenarioScale:
+		if err := parseScale(&s.Scale); err != nil {
+			return s, err
+		}
+		s.From, s.To = s.Scale.Members[0], s.Scale.Members[0]
+		if s.Processes || len(s.Sizes) > 0 {
+			return s, errors.New("--scenario scale runs its members in this process, at the sizes of --members: drop --processes and --sizes")
+		}
 	default:
-		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart, commit or state", s.Scenario)
+		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart, commit, state or scale", s.Scenario)
 	}
 	switch {
 	case s.Tasks < 1:
@@ -294,7 +304,7 @@ func Run(ctx context.Context, args []string, e Env) error {
 		if procs, err = binaries(s); err != nil {
 			return err
 		}
-	} else if s.Bin != "" || len(s.AgentEnv) > 0 {
+	} else if s.Bin != "" && s.Scenario != scenarioScale || len(s.AgentEnv) > 0 {
 		return errors.New("--bin and --agent-env need --processes")
 	}
 	switch s.Scenario {
@@ -302,6 +312,8 @@ func Run(ctx context.Context, args []string, e Env) error {
 		return runCommit(ctx, s, procs, e)
 	case scenarioState:
 		return runState(ctx, s, procs, e)
+	case scenarioScale:
+		return runScale(ctx, s, e)
 	}
 	if len(s.Sizes) > 0 {
 		return runSizes(ctx, s, procs, e)
