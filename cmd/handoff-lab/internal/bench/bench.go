@@ -85,6 +85,7 @@ type Settings struct {
 	CommitDuration time.Duration `json:"-"`
 	commitTasks    string
 	State          StateSettings `json:"state,omitzero"`
+	Flood          FloodSettings `json:"flood,omitzero"`
 	ServeFloor     string        `json:"-"`
 	Keep           bool          `json:"-"`
 	JSON           bool          `json:"-"`
@@ -118,8 +119,9 @@ func flags(s *Settings, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&s.modes, "modes", "eager,stable,cold", "comma-separated modes to compare: eager, stable, cold (ownership moves at once, the new owner restores first), cold-sim (eager promoting learners at once: an approximation of cold)")
-	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, commit (the commit path through the HTTP API, no rebalance) or state (reads, commits and a read-modify-write worker through the API, next to a bare net/http floor and to Pebble)")
+	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, commit (the commit path through the HTTP API, no rebalance), state (reads, commits and a read-modify-write worker through the API, next to a bare net/http floor and to Pebble) or flood (a worker's calls while a separate process floods its agent's API with slow bodies; always processes)")
 	stateFlags(fs, &s.State, &s.ServeFloor)
+	floodFlags(fs, &s.Flood)
 	fs.StringVar(&s.commitTasks, "commit-tasks", "1,8", "commit scenario: comma-separated `counts` of tasks committing in parallel, one level after the other")
 	fs.IntVar(&s.CommitRecords, "commit-records", 100, "commit scenario: records per commit (18 B keys, 100 B values)")
 	fs.DurationVar(&s.CommitDuration, "commit-duration", 5*time.Second, "commit scenario: how long each level runs")
@@ -246,8 +248,13 @@ func parse(args []string, out io.Writer) (Settings, error) {
 		if err := parseState(&s.State); err != nil {
 			return s, err
 		}
+	case scenarioFlood:
+		s.From, s.To, s.Processes = 1, 1, true
+		if err := parseFlood(&s.Flood); err != nil {
+			return s, err
+		}
 	default:
-		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart, commit or state", s.Scenario)
+		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart, commit, state or flood", s.Scenario)
 	}
 	switch {
 	case s.Tasks < 1:
@@ -302,6 +309,8 @@ func Run(ctx context.Context, args []string, e Env) error {
 		return runCommit(ctx, s, procs, e)
 	case scenarioState:
 		return runState(ctx, s, procs, e)
+	case scenarioFlood:
+		return runFlood(ctx, s, procs, e)
 	}
 	if len(s.Sizes) > 0 {
 		return runSizes(ctx, s, procs, e)
