@@ -88,8 +88,9 @@ func newAdmission(o Options) *admission {
 	return &admission{maxConns: o.MaxConns, maxRequests: o.MaxRequests, maxLongPolls: o.MaxLongPolls, log: o.Logger}
 }
 
-// trackedConn is a connection the admission tracks. Its fields below conn
-// are guarded by admission.mu.
+// trackedConn is a connection the admission tracks. Its fields from
+// idle on are guarded by admission.mu; waiting, bodyFrom and admitted are
+// atomic.
 type trackedConn struct {
 	net.Conn
 	a         *admission
@@ -98,11 +99,21 @@ type trackedConn struct {
 	// waiting is set while a read waits for the client's bytes.
 	waiting atomic.Bool
 
-	admitted bool      // its current request arrived whole and passed the token check
-	idle     bool      // between two requests
-	bodyFrom time.Time // when the body being read began; zero when none is
-	closing  bool      // answered, and only waits to be closed
-	gone     bool      // closed and removed
+	// bodyFrom is when the body being read began (Unix ns), 0 when none
+	// is; admitted is set once its current request arrived whole and
+	// passed the token check. Both change without the admission's lock:
+	// they must not wait for an eviction that holds it, for by then
+	// net/http reads the connection in the background (from the start
+	// of a request without a body, from the end of a body), and the
+	// connection, waiting for the client's bytes, would look like one
+	// whose body or headers stall to the eviction, which would cut off
+	// the worker's request.
+	bodyFrom atomic.Int64
+	admitted atomic.Bool
+
+	idle    bool // between two requests
+	closing bool // answered, and only waits to be closed
+	gone    bool // closed and removed
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {
@@ -114,7 +125,7 @@ func (c *trackedConn) Read(p []byte) (int, error) {
 
 // stalledLocked tells whether c is sending a body and its reader waits
 // for the body's next bytes.
-func (c *trackedConn) stalledLocked() bool { return !c.bodyFrom.IsZero() && c.waiting.Load() }
+func (c *trackedConn) stalledLocked() bool { return c.bodyFrom.Load() != 0 && c.waiting.Load() }
 
 // CloseWrite is how net/http ends a connection whose request body it will
 // not read (a 408, a 413): it half-closes it, then waits half a second for
@@ -198,7 +209,7 @@ func (a *admission) victimLocked() *trackedConn {
 		(*trackedConn).stalledLocked,
 		// Not one whose request the agent has not read yet: the
 		// worker's new connection, for one, whose request is there.
-		func(c *trackedConn) bool { return !c.idle && !c.admitted && c.waiting.Load() },
+		func(c *trackedConn) bool { return !c.idle && !c.admitted.Load() && c.waiting.Load() },
 		func(c *trackedConn) bool { return c.idle },
 	} {
 		for _, c := range a.conns { // oldest first
@@ -252,7 +263,8 @@ func (a *admission) connState(c net.Conn, st http.ConnState) {
 		// one whole request and then hold its connection with slow
 		// headers.
 		a.mu.Lock()
-		tc.idle, tc.admitted = st == http.StateIdle, false
+		tc.idle = st == http.StateIdle
+		tc.admitted.Store(false)
 		a.mu.Unlock()
 	case http.StateHijacked, http.StateClosed:
 		tc.closeOnce.Do(func() { a.remove(tc) })
@@ -280,26 +292,21 @@ func requestConn(r *http.Request) *trackedConn {
 // only while it is still sending its body.
 func (a *admission) admitted(r *http.Request) {
 	if tc := requestConn(r); tc != nil {
-		a.mu.Lock()
-		tc.admitted = true
-		a.mu.Unlock()
+		tc.admitted.Store(true)
 	}
 }
 
-// bodyStarted and bodyDone bracket the reading of r's body.
+// bodyStarted and bodyDone bracket the reading of r's body. Neither takes
+// the admission's lock (trackedConn.bodyFrom says why).
 func (a *admission) bodyStarted(r *http.Request) {
 	if tc := requestConn(r); tc != nil {
-		a.mu.Lock()
-		tc.bodyFrom = time.Now()
-		a.mu.Unlock()
+		tc.bodyFrom.Store(time.Now().UnixNano())
 	}
 }
 
 func (a *admission) bodyDone(r *http.Request) {
 	if tc := requestConn(r); tc != nil {
-		a.mu.Lock()
-		tc.bodyFrom = time.Time{}
-		a.mu.Unlock()
+		tc.bodyFrom.Store(0)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -258,7 +259,7 @@ func bodiesArriving(s *Server) (arriving int, accepted uint64) {
 	s.admit.mu.Lock()
 	defer s.admit.mu.Unlock()
 	for _, c := range s.admit.conns {
-		if !c.bodyFrom.IsZero() {
+		if c.bodyFrom.Load() != 0 {
 			arriving++
 		}
 	}
@@ -408,4 +409,40 @@ func dial(ctx context.Context, addr string) (net.Conn, error) {
 		network, addr = "unix", path
 	}
 	return (&net.Dialer{}).DialContext(ctx, network, addr)
+}
+
+// A request is marked admitted, and the end of its body marked, without
+// the admission's lock. By then net/http reads the connection in the
+// background (from the start of a request without a body, from the end
+// of a body), so the connection waits for the client's bytes again: were
+// the marks to wait for the lock, an eviction holding it (a flood's new
+// connection or body, at a cap) would see the worker's connection as one
+// whose headers or body stall, and cut it off: the worker's call would
+// fail with EOF.
+func TestRequestMarksNeedNoAdmissionLock(t *testing.T) {
+	a := newAdmission(Options{MaxConns: 1, MaxRequests: 1, MaxLongPolls: 1})
+	tc := &trackedConn{a: a}
+	a.conns = []*trackedConn{tc}
+	r := httptest.NewRequest(http.MethodPost, "/tasks/t1/commit", strings.NewReader("{}"))
+	r = r.WithContext(context.WithValue(r.Context(), connKey{}, tc))
+	a.bodyStarted(r)
+	tc.waiting.Store(true) // the background read
+	a.mu.Lock()            // an eviction under way
+	marked := make(chan struct{})
+	go func() {
+		a.admitted(r)
+		a.bodyDone(r)
+		close(marked)
+	}()
+	select {
+	case <-marked:
+	case <-time.After(answerWithin):
+		a.mu.Unlock()
+		t.Fatal("marking a request admitted and its body in waited for the admission's lock")
+	}
+	victim := a.victimLocked()
+	a.mu.Unlock()
+	if victim != nil {
+		t.Error("a connection whose request is admitted and whose body is in is the one a new connection replaces; want none")
+	}
 }

@@ -210,37 +210,47 @@ func (s *Server) writeBody(w http.ResponseWriter, mt string, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// readAllFirst is how much of a larger body readAll reads before it
-// takes a buffer of the body's declared length.
-const readAllFirst = 64 << 10
+// readAllFirst and readAllSecond are the buffers readAll reads a larger
+// body into before one of its declared length: a small one first, so that
+// a body that trickles in (a flood's, thousands a second) costs a small
+// allocation, not a large one the garbage collector has to clear and
+// scan; then one that still holds little more than what a trickling body
+// has sent.
+const (
+	readAllFirst  = 512
+	readAllSecond = 64 << 10
+)
 
 // readAll reads rd to its end into one buffer of the declared length
 // (a body's Content-Length, when it is within max), rather than growing
-// one as io.ReadAll does. A body declared larger than readAllFirst gets
-// that buffer once its first readAllFirst bytes are in, so that a body
-// that trickles in holds little more than what it sent.
+// one as io.ReadAll does. A body declared larger than readAllFirst is
+// read into a buffer of that size first, then of readAllSecond, then of
+// its declared length, each taken only once the one before is full.
 func readAll(rd io.Reader, declared, max int64) ([]byte, error) {
 	if declared <= 0 || declared > max {
 		return io.ReadAll(rd)
 	}
+	var (
+		buf []byte
+		n   int
+	)
 	// One more than declared, to see the end in the same read.
-	buf := make([]byte, min(declared+1, readAllFirst))
-	n, err := io.ReadFull(rd, buf)
-	if err == nil && int64(n) <= declared {
-		whole := make([]byte, declared+1)
-		copy(whole, buf[:n])
-		var m int
-		m, err = io.ReadFull(rd, whole[n:])
-		if err == io.EOF { // the first part was the whole body
-			err = io.ErrUnexpectedEOF
+	for _, size := range [...]int64{readAllFirst, readAllSecond, declared + 1} {
+		size = min(size, declared+1)
+		if int64(len(buf)) >= size {
+			continue
 		}
-		buf, n = whole, n+m
-	}
-	switch {
-	case err == io.ErrUnexpectedEOF:
-		return buf[:n], nil
-	case err != nil:
-		return nil, err
+		grown := make([]byte, size)
+		copy(grown, buf[:n])
+		buf = grown
+		m, err := io.ReadFull(rd, buf[n:])
+		n += m
+		switch {
+		case err == io.ErrUnexpectedEOF || (err == io.EOF && n > 0): // the body ended in this part, or with the last
+			return buf[:n], nil
+		case err != nil:
+			return nil, err
+		}
 	}
 	// More than declared: net/http refuses it, but read on to say so.
 	rest, err := io.ReadAll(rd)

@@ -245,11 +245,44 @@ func TestCommitBinary(t *testing.T) {
 	}
 }
 
+// trickle is a body that sends one byte and then fails, as a slow body
+// cut off does; it records the largest buffer it was offered.
+type trickle struct {
+	sent    bool
+	largest int
+}
+
+func (r *trickle) Read(p []byte) (int, error) {
+	r.largest = max(r.largest, len(p))
+	if r.sent {
+		return 0, errors.New("connection closed")
+	}
+	r.sent = true
+	p[0] = '{'
+	return 1, nil
+}
+
+// A body declared large but trickling in is read into a small buffer:
+// a flood of such bodies, each cut off after its first byte, costs the
+// agent small allocations, not a large buffer each (it used to take 64
+// KiB per body, thousands a second, and the garbage collector took a
+// third of the agent's CPU).
+func TestReadAllTakesASmallBufferForATrickle(t *testing.T) {
+	r := &trickle{}
+	if _, err := readAll(r, 1_000_000, 1<<20); err == nil {
+		t.Fatal("readAll of a body cut off = nil error, want the read's")
+	}
+	if r.largest > readAllFirst {
+		t.Errorf("readAll offered a buffer of %d bytes to a body that sent 1, want at most %d", r.largest, readAllFirst)
+	}
+}
+
 // readAll reads a body whole whatever its size and declared length, a
 // body larger than its first buffer included.
 func TestReadAll(t *testing.T) {
-	const max = 4 * readAllFirst
-	for _, size := range []int{1, 100, readAllFirst - 1, readAllFirst, readAllFirst + 1, 3 * readAllFirst, max} {
+	const max = 4 * readAllSecond
+	for _, size := range []int{1, 100, readAllFirst - 1, readAllFirst, readAllFirst + 1, 3 * readAllFirst,
+		readAllSecond - 1, readAllSecond, readAllSecond + 1, 3 * readAllSecond, max} {
 		body := bytes.Repeat([]byte("x"), size)
 		for _, declared := range []int64{int64(size), int64(size) + 7, -1, max + 1} {
 			got, err := readAll(bytes.NewReader(body), declared, max)

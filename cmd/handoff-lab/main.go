@@ -1,7 +1,9 @@
 // Command handoff-lab runs whole handoff groups to show and measure them:
 // 'handoff-lab demo' (a group on an embedded NATS server scales up and
-// down, shown live) and 'handoff-lab bench' (rebalance efficiency, the
-// state path and the commit path, in process or across processes).
+// down, shown live), 'handoff-lab bench' (rebalance efficiency, the
+// state path and the commit path, in process or across processes, and a
+// worker's calls through a flood) and 'handoff-lab flood' (slow bodies
+// sent to an agent's API, the flood the bench runs).
 //
 // It is a binary of its own, apart from the sidecar (cmd/handoff), so that
 // the sidecar and its image link none of the lab: the in-process groups,
@@ -23,6 +25,7 @@ import (
 
 	"github.com/handoffhq/handoff/cmd/handoff-lab/internal/bench"
 	"github.com/handoffhq/handoff/cmd/handoff-lab/internal/demo"
+	"github.com/handoffhq/handoff/cmd/handoff-lab/internal/flood"
 )
 
 // command is one subcommand: a one-line summary and the function that runs it.
@@ -44,6 +47,9 @@ var commands = map[string]command{
 	}},
 	"demo": {"watch a group scale up and down without pausing tasks to rebuild state (no setup)", func(ctx context.Context, args []string, e env) error {
 		return demo.Run(ctx, args, demo.Env{Stdout: e.stdout, Getenv: e.getenv})
+	}},
+	"flood": {"flood an agent's API with slow request bodies from this process, as a hostile neighbour would (to check its admission)", func(ctx context.Context, args []string, e env) error {
+		return flood.Run(ctx, args, flood.Env{Stdout: e.stdout})
 	}},
 }
 

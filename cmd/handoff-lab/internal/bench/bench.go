@@ -86,6 +86,7 @@ type Settings struct {
 	commitTasks    string
 	State          StateSettings `json:"state,omitzero"`
 	Scale          ScaleSettings `json:"scale,omitzero"`
+	Flood          FloodSettings `json:"flood,omitzero"`
 	ServeFloor     string        `json:"-"`
 	Keep           bool          `json:"-"`
 	JSON           bool          `json:"-"`
@@ -119,9 +120,10 @@ func flags(s *Settings, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&s.modes, "modes", "eager,stable,cold", "comma-separated modes to compare: eager, stable, cold (ownership moves at once, the new owner restores first), cold-sim (eager promoting learners at once: an approximation of cold)")
-	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, commit (the commit path through the HTTP API, no rebalance), state (reads, commits and a read-modify-write worker through the API, next to a bare net/http floor and to Pebble) or scale (the control plane of groups of --members members, many agents in this process, each with its own NATS connections, on nats-server processes)")
+	fs.StringVar(&s.Scenario, "scenario", scenarioScaleUp, "scale-up, scale-down (leave), crash, rolling-restart, commit (the commit path through the HTTP API, no rebalance), state (reads, commits and a read-modify-write worker through the API, next to a bare net/http floor and to Pebble), scale (the control plane of groups of --members members, many agents in this process, each with its own NATS connections, on nats-server processes) or flood (a worker's calls while a separate process floods its agent's API with slow bodies; always processes)")
 	stateFlags(fs, &s.State, &s.ServeFloor)
 	scaleFlags(fs, &s.Scale)
+	floodFlags(fs, &s.Flood)
 	fs.StringVar(&s.commitTasks, "commit-tasks", "1,8", "commit scenario: comma-separated `counts` of tasks committing in parallel, one level after the other")
 	fs.IntVar(&s.CommitRecords, "commit-records", 100, "commit scenario: records per commit (18 B keys, 100 B values)")
 	fs.DurationVar(&s.CommitDuration, "commit-duration", 5*time.Second, "commit scenario: how long each level runs")
@@ -256,8 +258,13 @@ func parse(args []string, out io.Writer) (Settings, error) {
 		if s.Processes || len(s.Sizes) > 0 {
 			return s, errors.New("--scenario scale runs its members in this process, at the sizes of --members: drop --processes and --sizes")
 		}
+	case scenarioFlood:
+		s.From, s.To, s.Processes = 1, 1, true
+		if err := parseFlood(&s.Flood); err != nil {
+			return s, err
+		}
 	default:
-		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart, commit, state or scale", s.Scenario)
+		return s, fmt.Errorf("--scenario %q: use scale-up, scale-down, crash, rolling-restart, commit, state, scale or flood", s.Scenario)
 	}
 	switch {
 	case s.Tasks < 1:
@@ -314,6 +321,8 @@ func Run(ctx context.Context, args []string, e Env) error {
 		return runState(ctx, s, procs, e)
 	case scenarioScale:
 		return runScale(ctx, s, e)
+	case scenarioFlood:
+		return runFlood(ctx, s, procs, e)
 	}
 	if len(s.Sizes) > 0 {
 		return runSizes(ctx, s, procs, e)
