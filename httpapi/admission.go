@@ -26,11 +26,15 @@ import (
 //     oldest that was answered and only waits to be closed, else of the
 //     oldest whose request body is stalled, else of the oldest whose
 //     request headers are stalled (slow headers, or none yet), else of the
-//     oldest idle one; when every connection is busy with a request that
-//     passed the token check, or has a request the agent has yet to read,
-//     the new one is answered 503 and closed. The worker's requests arrive
-//     whole within moments, so a flood of slow clients evicts itself, not
-//     the worker.
+//     oldest one idle for a second or longer; when every connection is
+//     busy with a request that passed the token check, has a request the
+//     agent has yet to read, or was idle for less than a second, the new
+//     one is answered 503 and closed. The worker's requests arrive whole
+//     within moments, so a flood of slow clients evicts itself, not the
+//     worker; and a connection the worker keeps alive between its calls is
+//     not cut off as the next call goes out on it (a closed connection
+//     fails a POST that was sent on it, and clients do not resend POSTs),
+//     while a new connection refused with 503 is retried.
 //   - Long-polls (GET /assignment?wait=) have their own cap, MaxLongPolls:
 //     past it, the oldest one answers at once with the current view (its
 //     client polls again, as after any answer).
@@ -65,6 +69,10 @@ const (
 	// at once.
 	DefaultMaxLongPolls = 64
 )
+
+// idleGrace is how long a connection stays idle between two requests
+// before a new connection may take its place at the connection cap.
+const idleGrace = time.Second
 
 // admission tracks the API's connections, long-polls and requests in
 // flight. It is safe for concurrent use.
@@ -111,9 +119,10 @@ type trackedConn struct {
 	bodyFrom atomic.Int64
 	admitted atomic.Bool
 
-	idle    bool // between two requests
-	closing bool // answered, and only waits to be closed
-	gone    bool // closed and removed
+	idle      bool      // between two requests
+	idleSince time.Time // when it last became idle
+	closing   bool      // answered, and only waits to be closed
+	gone      bool      // closed and removed
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {
@@ -198,19 +207,22 @@ func (a *admission) admit(c net.Conn) *trackedConn {
 // victimLocked picks the connection a new one replaces: the oldest that
 // was answered and only waits to be closed, else the oldest whose body is
 // stalled, else the oldest whose request headers are stalled (the agent
-// waits for their next bytes, or for a first one), else the oldest idle
-// one; nil if all are busy with admitted requests or with requests the
-// agent has yet to read. Stalled bodies go before stalled headers, and a
-// request that is there to read is never cut off, so that a flood does
-// not replace the worker's new connections before their requests are in.
+// waits for their next bytes, or for a first one), else the oldest one
+// idle for idleGrace or longer; nil if all are busy with admitted requests
+// or with requests the agent has yet to read, or were idle for less.
+// Stalled bodies go before stalled headers, and a request that is there to
+// read is never cut off, so that a flood does not replace the worker's new
+// connections before their requests are in; nor a connection that has just
+// served a request, which its client may be reusing at this moment.
 func (a *admission) victimLocked() *trackedConn {
+	now := time.Now()
 	for _, pick := range []func(*trackedConn) bool{
 		func(c *trackedConn) bool { return c.closing },
 		(*trackedConn).stalledLocked,
 		// Not one whose request the agent has not read yet: the
 		// worker's new connection, for one, whose request is there.
 		func(c *trackedConn) bool { return !c.idle && !c.admitted.Load() && c.waiting.Load() },
-		func(c *trackedConn) bool { return c.idle },
+		func(c *trackedConn) bool { return c.idle && now.Sub(c.idleSince) >= idleGrace },
 	} {
 		for _, c := range a.conns { // oldest first
 			if pick(c) {
@@ -264,6 +276,9 @@ func (a *admission) connState(c net.Conn, st http.ConnState) {
 		// headers.
 		a.mu.Lock()
 		tc.idle = st == http.StateIdle
+		if tc.idle {
+			tc.idleSince = time.Now()
+		}
 		tc.admitted.Store(false)
 		a.mu.Unlock()
 	case http.StateHijacked, http.StateClosed:

@@ -446,3 +446,22 @@ func TestRequestMarksNeedNoAdmissionLock(t *testing.T) {
 		t.Error("a connection whose request is admitted and whose body is in is the one a new connection replaces; want none")
 	}
 }
+
+// TestIdleConnectionHasAGrace: at the connection cap, a connection that
+// has just served a request (its client, the worker, may be sending the
+// next one on it) is not what a new connection replaces; one idle for
+// longer is, and with none such the new connection is refused instead.
+func TestIdleConnectionHasAGrace(t *testing.T) {
+	a := newAdmission(Options{MaxConns: 2, MaxRequests: 1, MaxLongPolls: 1})
+	now := time.Now()
+	worker := &trackedConn{a: a, seq: 1, idle: true, idleSince: now}
+	other := &trackedConn{a: a, seq: 2, idle: true, idleSince: now.Add(-idleGrace / 2)}
+	a.conns = []*trackedConn{worker, other}
+	if v := a.victimLocked(); v != nil {
+		t.Fatalf("victim = connection %d, idle for less than %v; want none (the new connection is refused)", v.seq, idleGrace)
+	}
+	other.idleSince = now.Add(-2 * idleGrace)
+	if v := a.victimLocked(); v != other {
+		t.Fatalf("victim = %v, want the connection idle for %v", v, 2*idleGrace)
+	}
+}
