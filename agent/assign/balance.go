@@ -45,7 +45,8 @@ type memberLoad struct {
 
 // balance returns the member each task should end on (nil if none) when
 // the members in capable may own tasks, with held's destinations fixed
-// (nil: none), so that every capable member ends with exactly its quotas
+// (nil: none) and revoking[i] the target of a revoke this plan starts for
+// stateless task i (nil: none; see counted), so that every capable member ends with exactly its quotas
 // (see setQuotas: stateful, stateless and all actives balanced at once),
 // moving as few tasks as the quotas allow. For each kind:
 //
@@ -70,7 +71,7 @@ type memberLoad struct {
 // so every task gets a destination. Nothing moves when every member holds
 // its quota, and a member that joins or leaves moves only the tasks that the
 // change of quotas requires.
-func (p *planner) balance(capable []*member, held []*member) []*member {
+func (p *planner) balance(capable []*member, held []*member, revoking []*member) []*member {
 	n := len(p.tasks)
 	b := &balancer{p: p, capable: capable, slot: make([]int, len(p.members)), load: make([]memberLoad, len(capable)), held: held,
 		orphan: make([]bool, n), pinned: make([]bool, n), movingOut: make([]bool, n), owner: make([]*member, n), dest: make([]*member, n)}
@@ -90,7 +91,7 @@ func (p *planner) balance(capable []*member, held []*member) []*member {
 		if !b.pinned[i] {
 			total[k]++
 		}
-		if l := b.loadOf(m); l != nil {
+		if l := b.loadOf(b.counted(i, m, revoking)); l != nil {
 			l.owned[k]++
 		}
 	}
@@ -99,6 +100,31 @@ func (p *planner) balance(capable []*member, held []*member) []*member {
 		b.balanceKind(k)
 	}
 	return b.dest
+}
+
+// counted is the member task i counts for in the quotas (memberLoad.owned),
+// where m owns it: a stateless task being revoked counts for its revoke
+// target, where step 1 sends it, and so does one that this plan revokes
+// (revoking; see setDestinations). Counted for its owner until its new
+// owner took it over, a stateless move's end changed the counts the quotas
+// keep tasks by, and the next plan could send another task back the other
+// way: members traded stateless tasks generation after generation while
+// the stateful moves they made room for were begun and dropped in turn. A
+// stateful task counts for its owner: its revoke comes once a learner has
+// caught up, in a later plan, and counting it at the target would make that
+// plan's own revokes change the next one's quotas (in cold mode, where it
+// moves as a stateless one does, it counts as one).
+func (b *balancer) counted(i int, m *member, revoking []*member) *member {
+	if b.p.tasks[i].Stateful && b.p.cfg.Handover != Cold {
+		return m
+	}
+	if rv := b.p.next[i].Revoke; rv != nil {
+		return b.p.byID[rv.Target]
+	}
+	if revoking != nil && revoking[i] != nil {
+		return revoking[i]
+	}
+	return m
 }
 
 // can reports whether m may own tasks in this balance.

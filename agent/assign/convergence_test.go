@@ -82,3 +82,69 @@ func TestConvergence(t *testing.T) {
 	}
 	t.Log(table.String())
 }
+
+// TestConvergenceWithDelays scales up with moves that take time, as they do
+// in a group: each owner releases its revoked task a fixed number of plans
+// after the revoke (a stateless task then changes owner), each learner
+// catches up a fixed number of plans after it was placed, and the newcomers
+// come one, then the rest a plan later. Every task must move at most once
+// and the group must settle. Before stateless revokes counted for their
+// targets in the quotas, two members traded stateless tasks back and forth
+// here for as long as the run lasted, and the learners of the stateful
+// moves those trades made room for were placed and dropped in turn.
+func TestConvergenceWithDelays(t *testing.T) {
+	sizes := []int{20}
+	if !testing.Short() {
+		sizes = append(sizes, 100)
+	}
+	for _, n := range sizes {
+		for _, mode := range []Mode{Eager, Stable} {
+			for _, release := range []int{1, 2, 3} {
+				for _, catchUp := range []int{1, 3} {
+					delayedScaleUp(t, n, mode, release, catchUp)
+				}
+			}
+		}
+	}
+}
+
+// delayedScaleUp is one case of TestConvergenceWithDelays: n members with
+// ten tasks each, a quarter stateless, and n/10 newcomers.
+func delayedScaleUp(t *testing.T, n int, mode Mode, release, catchUp int) {
+	name := fmt.Sprintf("%d+%d/%s/release-%d/catch-up-%d", n, n/10, mode, release, catchUp)
+	t.Run(name, func(t *testing.T) {
+		cfg := config(fmt.Sprintf("t-0..%d", 15*n/2-1), fmt.Sprintf("s-0..%d", 5*n/2-1), func(c *Config) {
+			c.Handover = mode
+			c.MaxLearnersPerMember = 4
+		})
+		in := Input{Config: cfg, Now: t0}
+		for i := range n {
+			in.Members = append(in.Members, Member{ID: fmt.Sprintf("m%04d", i+1), DirectHandoff: true})
+		}
+		in.Current = settle(t, in)
+		in.Now = t0.Add(time.Hour)
+		in.Members = append(in.Members, Member{ID: fmt.Sprintf("m%04d", n+1), DirectHandoff: true})
+		var rest []Member
+		for i := 1; i < n/10; i++ {
+			rest = append(rest, Member{ID: fmt.Sprintf("m%04d", n+i+1), DirectHandoff: true})
+		}
+		run := SimulateDelayed(in, [][]Member{rest}, release, catchUp, 300, func(in Input, res Result) { checkPlan(t, in, res) })
+		if !run.Converged {
+			t.Fatalf("no convergence in %d plans (most moves of one task: %d)", run.Plans, mostMoves(run.Moved))
+		}
+		all := append(in.Members, rest...)
+		checkBalanced(t, all, cfg, run.Final.Assignment)
+		if m := mostMoves(run.Moved); m > 1 {
+			t.Errorf("a task moved %d times", m)
+		}
+	})
+}
+
+// mostMoves is the most times one task moved.
+func mostMoves(moved map[string]int) int {
+	most := 0
+	for _, n := range moved {
+		most = max(most, n)
+	}
+	return most
+}

@@ -55,10 +55,13 @@ func weight(capacity int) uint64 {
 //
 // Keeping tasks makes plans sticky: re-planning a balanced state gives the
 // same quotas, and a member that joins or leaves moves no more tasks than
-// the change of shares requires. It counts owners rather than planned
-// destinations because only a completed move changes owners: quotas must
-// not depend on anything a plan itself changes (learners), or the next plan
-// would undo its own decisions.
+// the change of shares requires. A stateful task counts for its owner, not
+// its planned destination: quotas must not depend on anything a plan itself
+// changes (learners), or the next plan would undo its own decisions. A
+// stateless task being revoked counts for its revoke target, and so does
+// one its plan revokes (balancer.counted): its move starts and ends without
+// a learner, and counted for its owner until the end, the end changed the
+// quotas, and members traded stateless tasks generation after generation.
 func setQuotas(ms []*member, load []memberLoad, total [2]int) {
 	if len(ms) == 0 {
 		return

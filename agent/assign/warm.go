@@ -1,5 +1,7 @@
 package assign
 
+import "slices"
+
 // setDestinations sets each task's dest: balance over the members whose
 // worker is attached. When an eligible member's worker is detached (not
 // lost), it also sets warmDest, where the same balance would send each
@@ -14,7 +16,21 @@ package assign
 // eligible member is detached, or in cold mode, where stateful tasks have
 // no learners.
 func (p *planner) setDestinations() {
-	dest := p.balance(p.attached, nil)
+	// The stateless tasks whose destination is not their owner are revoked
+	// in this plan (reconcile), and the next plan counts them for their
+	// targets: balance again counting them there, until the revokes agree
+	// with the balance that counted them, so that the next plan, counting
+	// this one's revokes, finds the same quotas.
+	dest := p.balance(p.attached, nil, nil)
+	revoking := p.statelessRevokes(dest)
+	for n := 0; revoking != nil && n < maxRebalances; n++ {
+		dest = p.balance(p.attached, nil, revoking)
+		again := p.statelessRevokes(dest)
+		if slices.Equal(revoking, again) {
+			break
+		}
+		revoking = again
+	}
 	for i, d := range dest {
 		p.task[i].dest = d
 	}
@@ -33,9 +49,31 @@ func (p *planner) setDestinations() {
 			capable = append(capable, m)
 		}
 	}
-	for i, d := range p.balance(capable, held) {
+	for i, d := range p.balance(capable, held, revoking) {
 		p.task[i].warmDest = d
 	}
+}
+
+// maxRebalances bounds the balances setDestinations makes to count the
+// stateless revokes of its plan where they go.
+const maxRebalances = 4
+
+// statelessRevokes returns, by task, the target of the revoke this plan
+// starts for each stateless task that dest moves (reconcile), or nil if it
+// starts none.
+func (p *planner) statelessRevokes(dest []*member) []*member {
+	var out []*member
+	for i, d := range dest {
+		t := p.next[i]
+		if p.tasks[i].Stateful && p.cfg.Handover != Cold || t.Active == "" || t.Revoke != nil || d == nil || d.id == t.Active {
+			continue
+		}
+		if out == nil {
+			out = make([]*member, len(dest))
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // anyDetached reports whether an eligible member's worker is detached.

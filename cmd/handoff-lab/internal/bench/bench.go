@@ -158,7 +158,7 @@ func flags(s *Settings, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&s.AgentLevel, "agent-log-level", "info", "the agents' log `level` (debug adds a line per HTTP request; it slows the agents)")
 	fs.BoolVar(&s.Keep, "keep", false, "keep each run's data directory")
 	fs.BoolVar(&s.JSON, "json", false, "print the results as JSON instead of a table")
-	fs.StringVar(&s.Out, "out", "", "write results.json, table.txt and timeline-<mode>.svg into `DIR`")
+	fs.StringVar(&s.Out, "out", "", "write results.json, table.txt and timeline-<mode>.svg into `DIR` (the scale scenario: scale.svg, and agents-<members>.log with every agent's log)")
 	fs.Usage = func() {
 		fmt.Fprint(out, `Usage: handoff-lab bench [flags]
 

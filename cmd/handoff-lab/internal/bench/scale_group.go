@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -231,7 +232,7 @@ func (g *scaleGroup) start(ctx context.Context, ids []string) error {
 }
 
 func (g *scaleGroup) startOne(ctx context.Context, id string) error {
-	logger := zerolog.New(g.log).With().Timestamp().Logger().Level(zerolog.InfoLevel)
+	logger := zerolog.New(g.log).Hook(stampHook{}).Level(zerolog.InfoLevel)
 	local, err := cluster.OpenLocal(ctx, cluster.LocalOptions{
 		NATSURL: g.url,
 		Sidecar: sidecar.Options{
@@ -485,13 +486,23 @@ func (w *genWatch) last() (genSeen, bool) {
 	return w.seen[len(w.seen)-1], true
 }
 
+// stampHook stamps each agent's log line with the time to the microsecond,
+// as the agent process does (zerolog's Timestamp has whole seconds).
+type stampHook struct{}
+
+func (stampHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"))
+}
+
 // scaleLog is the sink of every agent's log: it keeps the leader's
-// "generation published" lines and counts warnings, and drops the rest.
+// "generation published" lines and counts warnings, and writes every line
+// to all if set (--out's agents-<members>.log), else drops the rest.
 type scaleLog struct {
 	mu        sync.Mutex
 	published []publishedLine
 	warnings  int
 	first     string
+	all       *bufio.Writer
 }
 
 // publishedLine is a leader's "generation published" log line.
@@ -510,6 +521,11 @@ var (
 
 // Write takes one log line (zerolog writes each event in one call).
 func (l *scaleLog) Write(p []byte) (int, error) {
+	if l.all != nil {
+		l.mu.Lock()
+		_, _ = l.all.Write(p) // a diagnostic copy: its loss does not fail the run
+		l.mu.Unlock()
+	}
 	switch {
 	case bytes.Contains(p, logPublished):
 		var pl publishedLine

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -35,10 +36,24 @@ func measureScale(ctx context.Context, s Settings, bin string, n int, stderr io.
 	if err != nil {
 		return fail(err)
 	}
+	if s.Out != "" {
+		f, err := os.Create(filepath.Join(s.Out, fmt.Sprintf("agents-%d.log", n)))
+		if err != nil {
+			g.close()
+			return fail(fmt.Errorf("agents' log: %w", err))
+		}
+		g.log.all = bufio.NewWriterSize(f, 1<<20)
+		defer f.Close()
+	}
 	defer func() {
 		g.close()
 		g.log.mu.Lock()
 		size.Warnings, size.FirstWarning = g.log.warnings, g.log.first
+		if g.log.all != nil {
+			if err := g.log.all.Flush(); err != nil && size.Error == "" {
+				size.Error = fmt.Sprintf("agents' log: %v", err)
+			}
+		}
 		g.log.mu.Unlock()
 	}()
 	say := func(format string, args ...any) {
