@@ -442,11 +442,27 @@ func checkLeaving(t fataler, in Input, res Result, live map[string]*Member, leav
 	}
 }
 
+// lagsOfRoles returns the lags of lags whose learner or standby still holds
+// its role in a: as the leader does, a report from before a role was
+// dropped does not count for it once it is given again.
+func lagsOfRoles(lags map[string]map[string]uint64, a Assignment) map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
+	for task, byMember := range lags {
+		for m, lag := range byMember {
+			if t := a.Tasks[task]; t != nil && (t.hasLearner(m) || slices.Contains(t.Standbys, m)) {
+				setLag(out, task, m, lag)
+			}
+		}
+	}
+	return out
+}
+
 // checkStill checks that the result is a fixed point for the same input,
 // and that NextDeadline is exactly when that stops being true. It holds
 // when lags come only from the current learners and standbys, as progress
 // reports do; a lag on record for any other member would make the learner
-// the plan adds promotable in the next plan, a legitimate second step.
+// the plan adds promotable in the next plan, a legitimate second step. A
+// role a plan drops loses its lag for the plans after it (lagsOfRoles).
 func checkStill(t fataler, in Input, res Result) {
 	t.Helper()
 	for task, byMember := range in.Lags {
@@ -458,6 +474,7 @@ func checkStill(t fataler, in Input, res Result) {
 	}
 	again := in
 	again.Current = res.Assignment
+	again.Lags = lagsOfRoles(in.Lags, res.Assignment)
 	if r := Plan(again); r.Changed {
 		// A task activated in a plan stays where it landed in that plan,
 		// even if balance would rather have it elsewhere: the next plan
@@ -478,6 +495,7 @@ func checkStill(t fataler, in Input, res Result) {
 		for step := 0; ; step++ {
 			res = r
 			again.Current = r.Assignment
+			again.Lags = lagsOfRoles(again.Lags, r.Assignment)
 			if r = Plan(again); !r.Changed {
 				break
 			}
