@@ -12,6 +12,14 @@ func SetAfterReleaseAppend(a *Agent, f func()) { a.afterReleaseAppend = f }
 // there, as a crash or a pause at that step would.
 func SetAfterPublishWrite(a *Agent, f func(key string)) { a.afterPublishWrite.Store(&f) }
 
+// SetPublishBatchFrom makes leaders started after it write n or more
+// changed assignments in atomic batches, and returns the undo.
+func SetPublishBatchFrom(n int) (undo func()) {
+	prev := publishBatchFrom
+	publishBatchFrom = n
+	return func() { publishBatchFrom = prev }
+}
+
 // Incoming reports whether a holds its catch-ups for a hand-off of task to
 // it, and whether its catch-ups are held at all.
 func Incoming(a *Agent, task string) (incoming, held bool) {

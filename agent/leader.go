@@ -15,6 +15,10 @@ import (
 	"github.com/handoffhq/handoff/agent/group"
 )
 
+// publishBatchFrom is the fewest changed assignments a leader writes in
+// atomic batches (group.BatchFrom; tests lower it, export_test.go).
+var publishBatchFrom = group.BatchFrom
+
 // pairKey names a task on a member.
 type pairKey struct{ task, member string }
 
@@ -24,17 +28,18 @@ type pairKey struct{ task, member string }
 // the lease ends, so no leader state outlives a leadership. Its run loop
 // plans on every relevant event and publishes each new generation.
 //
-// The run loop alone touches current, since and pub. members is written
-// by the members watch and read by plans, under mu. awaiting is written by
-// the run loop and read by onReport (the progress subscription) through
-// an atomic pointer; caughtAt is shared by the two under caughtMu.
+// The run loop alone touches current, since, pub and batchRefused. members
+// is written by the members watch and read by plans, under mu. awaiting is
+// written by the run loop and read by onReport (the progress subscription)
+// through an atomic pointer; caughtAt is shared by the two under caughtMu.
 type leader struct {
 	a    *Agent
 	l    *group.Lease
 	kick chan struct{}
 
-	pub     *group.Publisher
-	current assign.Assignment
+	pub          *group.Publisher
+	batchRefused bool // the server refused an atomic batch (logged once)
+	current      assign.Assignment
 	// since holds, for each learner and standby, the generation from
 	// which it has held that role: only its reports from then on count.
 	since map[pairKey]uint64
@@ -79,6 +84,7 @@ func (ld *leader) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pub.BatchFrom = publishBatchFrom
 	pub.AfterWrite = func(key string) {
 		if f := a.afterPublishWrite.Load(); f != nil {
 			(*f)(key)
@@ -255,14 +261,18 @@ func (ld *leader) planAndPublish(ctx context.Context) (time.Time, error) {
 		res.Assignment.Generation = ld.current.Generation + 1
 	}
 	t1 := time.Now()
-	g, writes, err := ld.pub.Publish(ctx, ld.l, res, ids, ld.compact())
+	g, st, err := ld.pub.Publish(ctx, ld.l, res, ids, ld.compact())
+	if st.Refused != nil && !ld.batchRefused {
+		ld.batchRefused = true // once a leadership: an older agent's start may reset the bucket's setting for a while
+		a.log.Info().Err(st.Refused).Msg("the server refused an atomic batch of assignments; writing them one by one")
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
 	published := time.Since(t1)
 	a.metrics.generation.Set(float64(g.Generation))
-	a.log.Info().Uint64(fGeneration, g.Generation).Int("members", len(ids)).Int("moves", len(res.Moves)).Int("writes", writes).
-		Dur("plan", planned).Dur("publish", published).Msg("generation published")
+	a.log.Info().Uint64(fGeneration, g.Generation).Int("members", len(ids)).Int("moves", len(res.Moves)).Int("writes", st.Writes).
+		Int("batches", st.Batches).Dur("plan", planned).Dur("publish", published).Msg("generation published")
 	for _, m := range res.Moves {
 		a.log.Info().Str(fTask, m.Task).Str("kind", string(m.Kind)).Str("from", m.From).Str("to", m.To).
 			Str("reason", m.Reason).Uint64(fGeneration, res.Assignment.Generation).Msg("plan")

@@ -18,10 +18,17 @@ import (
 const kvHistory = 8
 
 // OpenBucket creates or updates the group's KV bucket idempotently and
-// returns it.
+// returns it. A bucket that already has its settings is only looked up:
+// every member opens the bucket when it starts, and an update of a stream
+// is heavy for the server, and resets what tuneStream sets until it sets it
+// again (100 members joining a group of 1,000 made 200 such updates, and
+// the leader's batches were refused in between).
 func OpenBucket(ctx context.Context, js jetstream.JetStream, group string, replicas int) (jetstream.KeyValue, error) {
 	if replicas < 1 {
 		replicas = 1
+	}
+	if kv, ok := bucketAsSet(ctx, js, group, replicas); ok {
+		return kv, nil
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      BucketName(group),
@@ -38,10 +45,31 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, group string, repli
 	if err != nil {
 		return nil, fmt.Errorf("create or update KV bucket %s: %w", BucketName(group), err)
 	}
-	if err := boundConsumers(ctx, js, group); err != nil {
+	if err := tuneStream(ctx, js, group); err != nil {
 		return nil, err
 	}
 	return kv, nil
+}
+
+// bucketAsSet returns group's bucket if it exists with the settings
+// OpenBucket gives it (replicas as asked), and false otherwise, or when
+// it cannot tell.
+func bucketAsSet(ctx context.Context, js jetstream.JetStream, group string, replicas int) (jetstream.KeyValue, bool) {
+	st, err := js.Stream(ctx, "KV_"+BucketName(group))
+	if err != nil {
+		return nil, false
+	}
+	cfg := st.CachedInfo().Config
+	if cfg.MaxMsgsPerSubject != kvHistory || cfg.Storage != jetstream.FileStorage || cfg.Replicas != replicas ||
+		!cfg.AllowMsgTTL || cfg.SubjectDeleteMarkerTTL != time.Second ||
+		cfg.MaxConsumers != maxConsumers || !cfg.AllowAtomicPublish {
+		return nil, false
+	}
+	kv, err := js.KeyValue(ctx, BucketName(group))
+	if err != nil {
+		return nil, false
+	}
+	return kv, true
 }
 
 // maxConsumers bounds the consumers of the bucket's stream: every member
@@ -49,23 +77,26 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, group string, repli
 // explicitly because nats-server (2.12 and later) gives a stream that sets
 // no bound a default of 1,000 consumers, which a group of 500 members
 // would reach; creating or updating the bucket (above, as every member's
-// Open does) sets none, so the bound is set again after it.
+// Open does) sets none, so the bound is set again after it, and so is
+// AllowAtomicPublish (the leader writes a generation's assignments in
+// atomic batches: Lease.PutBatch).
 const maxConsumers = 1_000_000
 
-// boundConsumers sets maxConsumers on the bucket's stream unless it has it.
-func boundConsumers(ctx context.Context, js jetstream.JetStream, group string) error {
+// tuneStream sets maxConsumers and AllowAtomicPublish on the bucket's stream
+// unless it has them.
+func tuneStream(ctx context.Context, js jetstream.JetStream, group string) error {
 	name := "KV_" + BucketName(group)
 	st, err := js.Stream(ctx, name)
 	if err != nil {
 		return fmt.Errorf("read stream %s: %w", name, err)
 	}
 	cfg := st.CachedInfo().Config
-	if cfg.MaxConsumers == maxConsumers {
+	if cfg.MaxConsumers == maxConsumers && cfg.AllowAtomicPublish {
 		return nil
 	}
-	cfg.MaxConsumers = maxConsumers
+	cfg.MaxConsumers, cfg.AllowAtomicPublish = maxConsumers, true
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("bound the consumers of stream %s: %w", name, err)
+		return fmt.Errorf("bound the consumers of stream %s and allow atomic batches: %w", name, err)
 	}
 	return nil
 }

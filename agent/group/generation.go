@@ -25,8 +25,12 @@ import (
 // leader loop at a time.
 type Publisher struct {
 	// AfterWrite, if set (by tests), runs after each write of a
-	// publication with the key written: a test stops the leader there.
+	// publication with the key written (after a batch, for each of its
+	// keys): a test stops the leader there.
 	AfterWrite func(key string)
+	// BatchFrom is the fewest changed assignments written in atomic
+	// batches (LoadPublisher sets BatchFrom; tests lower it).
+	BatchFrom int
 
 	leader     string
 	published  map[string]published
@@ -49,7 +53,7 @@ func content(ma MemberAssignment) ([]byte, error) {
 // names, and returns a Publisher for leader that continues from them, with
 // the assignment they make up (an empty one for a new group).
 func LoadPublisher(ctx context.Context, kv jetstream.KeyValue, leader string) (*Publisher, assign.Assignment, error) {
-	p := &Publisher{leader: leader, published: map[string]published{}}
+	p := &Publisher{leader: leader, published: map[string]published{}, BatchFrom: BatchFrom}
 	g, ok, err := ReadGeneration(ctx, kv)
 	if err != nil {
 		return nil, assign.Assignment{}, err
@@ -117,38 +121,58 @@ func (p *Publisher) Covers(ids []string) bool {
 	return true
 }
 
-// Publish writes res's generation: every live member's assignment that
-// changed, then the generation record, all fenced on l, one after the
-// other: a replicated stream refuses a fenced write while another fenced
-// on the same subject is in flight, so they cannot be pipelined. Compact,
-// the full record goes to KeyIndex and the generation record names it,
-// and a member that left the group gets a last assignment that says so.
-// It returns the full record of what it published and how many writes it
-// took.
-func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string, compact bool) (GenerationRecord, int, error) {
+// PublishStats says how a publication was written.
+type PublishStats struct {
+	// Writes counts the keys written; Batches the atomic batches that
+	// carried the changed assignments (0: written one by one).
+	Writes, Batches int
+	// Refused is why the server refused an atomic batch, if it did: the
+	// assignments were then written one by one.
+	Refused error
+}
+
+// BatchFrom is the fewest changed assignments a publication writes in
+// atomic batches; fewer are written one by one. A single-node file-backed
+// stream stages each batch in a store it syncs: in process on a quiet
+// server a batch took 2.6 ms for 2 writes, 3.0 ms for 8 and 9.9 ms for
+// 500, one by one 0.08, 0.75 and 36 ms. A loaded server (a group of 1,000
+// members) or a replicated stream makes each write a slower round trip,
+// and batches pay off sooner.
+const BatchFrom = 8
+
+// Publish writes res's generation, fenced on l: every live member's
+// assignment that changed, in atomic batches when there are p.BatchFrom or
+// more (Lease.PutBatch; one by one if the server refuses them), then the
+// generation record, one write after the other: a replicated stream refuses a fenced write while another
+// fenced on the same subject is in flight, so they cannot be pipelined.
+// Compact, the full record goes to KeyIndex and the generation record
+// names it, and a member that left the group gets a last assignment that
+// says so. It returns the full record of what it published and how it
+// wrote it.
+func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string, compact bool) (GenerationRecord, PublishStats, error) {
 	parts, unassigned := Split(res.Assignment, live, res.Shutdown)
 	gen, term := res.Assignment.Generation, l.Term()
 	revs := make(map[string]uint64, len(parts))
-	writes := 0
-	put := func(key string, v any) (uint64, error) {
-		data, err := json.Marshal(v)
+	var (
+		st      PublishStats
+		entries []Entry
+		changed []string    // the member of each entry
+		news    []published // what the entry publishes of its member (nil content: a removal)
+	)
+	add := func(id string, ma MemberAssignment, c []byte) error {
+		data, err := json.Marshal(ma)
 		if err != nil {
-			return 0, fmt.Errorf("encode %s: %w", key, err)
+			return fmt.Errorf("encode assignment of %s: %w", id, err)
 		}
-		rev, err := l.Put(ctx, key, data)
-		if err != nil {
-			return 0, err
-		}
-		writes++
-		if p.AfterWrite != nil {
-			p.AfterWrite(key)
-		}
-		return rev, nil
+		entries = append(entries, Entry{Key: PrefixAssignment + id, Value: data})
+		changed = append(changed, id)
+		news = append(news, published{content: c})
+		return nil
 	}
 	for _, id := range slices.Sorted(maps.Keys(parts)) {
 		c, err := content(*parts[id])
 		if err != nil {
-			return GenerationRecord{}, writes, fmt.Errorf("encode assignment of %s: %w", id, err)
+			return GenerationRecord{}, st, fmt.Errorf("encode assignment of %s: %w", id, err)
 		}
 		if prev, ok := p.published[id]; ok && bytes.Equal(prev.content, c) {
 			revs[id] = prev.rev
@@ -156,12 +180,9 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		}
 		ma := *parts[id]
 		ma.Generation, ma.Term = gen, term
-		rev, err := put(PrefixAssignment+id, ma)
-		if err != nil {
-			return GenerationRecord{}, writes, err
+		if err := add(id, ma, c); err != nil {
+			return GenerationRecord{}, st, err
 		}
-		p.published[id] = published{content: c, rev: rev}
-		revs[id] = rev
 	}
 	for _, id := range slices.Sorted(maps.Keys(p.published)) {
 		if _, ok := parts[id]; ok {
@@ -171,10 +192,57 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		if compact {
 			// A member paused past its session still follows its
 			// assignment: this tells it it is out.
-			if _, err := put(PrefixAssignment+id, MemberAssignment{Member: id, Generation: gen, Term: term, Removed: true}); err != nil {
-				return GenerationRecord{}, writes, err
+			if err := add(id, MemberAssignment{Member: id, Generation: gen, Term: term, Removed: true}, nil); err != nil {
+				return GenerationRecord{}, st, err
 			}
 		}
+	}
+	stored := func(i int, rev uint64) {
+		st.Writes++
+		if id := changed[i]; news[i].content != nil {
+			p.published[id] = published{content: news[i].content, rev: rev}
+			revs[id] = rev
+		}
+		if p.AfterWrite != nil {
+			p.AfterWrite(entries[i].Key)
+		}
+	}
+	done := 0
+	if len(entries) >= p.BatchFrom {
+		brevs, err := l.PutBatch(ctx, entries)
+		for i, rev := range brevs {
+			stored(i, rev)
+		}
+		st.Batches = (len(brevs) + MaxBatch - 1) / MaxBatch
+		done = len(brevs)
+		switch {
+		case errors.Is(err, ErrBatchRefused):
+			st.Refused = err
+		case err != nil:
+			return GenerationRecord{}, st, err
+		}
+	}
+	for i := done; i < len(entries); i++ {
+		rev, err := l.Put(ctx, entries[i].Key, entries[i].Value)
+		if err != nil {
+			return GenerationRecord{}, st, err
+		}
+		stored(i, rev)
+	}
+	put := func(key string, v any) (uint64, error) {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return 0, fmt.Errorf("encode %s: %w", key, err)
+		}
+		rev, err := l.Put(ctx, key, data)
+		if err != nil {
+			return 0, err
+		}
+		st.Writes++
+		if p.AfterWrite != nil {
+			p.AfterWrite(key)
+		}
+		return rev, nil
 	}
 	g := GenerationRecord{
 		Generation:  gen,
@@ -192,7 +260,7 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 	if compact {
 		index, err := put(KeyIndex, g)
 		if err != nil {
-			return GenerationRecord{}, writes, err
+			return GenerationRecord{}, st, err
 		}
 		g.Compact, g.Index = true, index
 		// What every member reads: nothing of any one member but the
@@ -200,14 +268,14 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 		rec := GenerationRecord{Generation: gen, Leader: p.leader, Published: g.Published, Candidates: g.Candidates,
 			Term: term, Incoming: g.Incoming, Compact: true, Index: index}
 		if _, err := put(KeyGeneration, rec); err != nil {
-			return GenerationRecord{}, writes, err
+			return GenerationRecord{}, st, err
 		}
-		return g, writes, nil
+		return g, st, nil
 	}
 	if _, err := put(KeyGeneration, g); err != nil {
-		return GenerationRecord{}, writes, err
+		return GenerationRecord{}, st, err
 	}
-	return g, writes, nil
+	return g, st, nil
 }
 
 // nextCandidates picks the generation's candidates among the live members
