@@ -30,7 +30,9 @@ func (p *planner) placeStandbys() {
 //     destination stays put), the copy on its destination then counting
 //     as missing, since it is to become the owner.
 //   - If this plan cost the task a zone, surplus copies whose zone
-//     another copy holds go at once, but one, to make room to win it back.
+//     another copy holds go at once, but one, to make room to win it back
+//     (the spare copy of a move in flight too, ending the move, if a copy
+//     the target wants wins a zone back).
 //   - Surplus copies the target does not want are dropped, never the
 //     planned owner's; a single one only once the others caught up and
 //     the tasks are at rest (it may be where one goes).
@@ -68,12 +70,17 @@ func (s *standbyTarget) towardsTarget(i int, build func(m *member, anyway bool) 
 		}
 	}
 	unwanted = s.dropOrder(i, unwanted, standbys)
-	if mv == nil && span(nil, nil) < start() {
+	if now := span(nil, nil); now < start() {
 		// This plan cost the task a zone: to win it back, surplus copies
-		// whose zone another copy holds go at once, but one to replace.
-		for len(t.Standbys) > c.need && len(unwanted) > 1 && keeps(unwanted[0]) {
-			p.dropStandby(i, unwanted[0].id, reasonTooMany)
-			unwanted = unwanted[1:]
+		// whose zone another copy holds go at once, but one to replace;
+		// so does the spare copy of a move in flight (ending the move) if
+		// a copy the target wants wins a zone back.
+		if add, _ := s.pair(i, nil); mv == nil || add != nil && span(nil, add) > now {
+			for len(t.Standbys) > c.need && len(unwanted) > 1 && keeps(unwanted[0]) {
+				p.dropStandby(i, unwanted[0].id, reasonTooMany)
+				unwanted = unwanted[1:]
+				t.StandbyMove, mv = nil, nil
+			}
 		}
 	}
 	switch extra := len(t.Standbys) - c.need; {

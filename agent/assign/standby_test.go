@@ -166,3 +166,61 @@ func TestPlanStandbyMoveOfAnOlderLeader(t *testing.T) {
 		{"m3 caught up: m2's copy goes", nil, []string{"s-0 standby-drop m1>m2 too-many"}},
 	})
 }
+
+// TestPlanStandbyZoneLostDuringMove: s-0's standby moves from m3 to m4
+// (zone b to zone c), m4 not caught up yet, when the plan costs s-0 zone a.
+//   - Its owner's worker is lost and its standbys' workers are detached, so
+//     it fails over to m5, in zone b: the same plan wins zone a back on m1,
+//     the owner it failed over from, dropping m3, whose zone other copies
+//     use, at once to make room (one move per task: m2's copy now goes
+//     once m1 has caught up).
+//   - Its leaving owner hands it over to m5, in zone b, and no other member
+//     is in zone a: the move goes on, though the target trades m2's copy
+//     for one on m6 (axis 4); with no zone to win back, nothing is worth
+//     cutting it short.
+func TestPlanStandbyZoneLostDuringMove(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      Input
+		moves   []string
+		s0      string
+		standby StandbyMove
+	}{{
+		name: "won back on the owner it failed over from",
+		in: Input{Config: config("s-0", "", func(c *Config) { c.Standbys = 2 }), Now: t0,
+			Members: []Member{{ID: "m1", Zone: "a", Worker: WorkerLost}, {ID: "m2", Zone: "b", Worker: WorkerDetached},
+				{ID: "m3", Zone: "b", Worker: WorkerDetached}, {ID: "m4", Zone: "c", Worker: WorkerDetached}, {ID: "m5", Zone: "b"}},
+			Current: assignmentJSON(t, `{"generation":3,"tasks":{
+				"s-0":{"active":"m1","epoch":1,"standbys":["m2","m3","m4"],"standbyMove":{"from":"m3","to":"m4"}}}}`),
+			Lags: lags("s-0/m2=0", "s-0/m3=0")},
+		moves:   []string{"s-0 failover m1>m5 worker-lost", "s-0 standby-drop m5>m3 too-many", "s-0 standby-add m5>m1 zones"},
+		s0:      "a=m5 e=2 standbys=m1,m2,m4",
+		standby: StandbyMove{From: "m2", To: "m1"},
+	}, {
+		name: "nobody to win it back",
+		in: Input{Config: config("s-0..2", "", func(c *Config) { c.Standbys = 2 }), Now: at(2),
+			Members: []Member{{ID: "m1", Zone: "a", Leaving: true, Released: map[string]Release{"s-0": {Epoch: 1, Seq: 9, At: at(1)}}},
+				{ID: "m2", Zone: "b"}, {ID: "m3", Zone: "b"}, {ID: "m4", Zone: "c"}, {ID: "m5", Zone: "b"}, {ID: "m6", Zone: "b"}},
+			Current: assignmentJSON(t, `{"generation":3,"leaving":{"m1":"2025-06-01T12:00:00Z"},"tasks":{
+				"s-0":{"active":"m1","epoch":1,"revoke":{"target":"m5","since":"2025-06-01T12:00:01Z","reason":"leave"},
+				       "learners":[{"member":"m5","since":"2025-06-01T12:00:00Z"}],"standbys":["m2","m3","m4"],"standbyMove":{"from":"m3","to":"m4"}},
+				"s-1":{"active":"m2","epoch":1,"standbys":["m3","m4"]},
+				"s-2":{"active":"m4","epoch":1,"standbys":["m2","m3"]}}}`),
+			Lags: lags("s-0/m2=0", "s-0/m3=0", "s-0/m5=0", "s-1/m3=0", "s-1/m4=0", "s-2/m2=0", "s-2/m3=0")},
+		moves:   []string{"s-0 promote m1>m5 released"},
+		s0:      "a=m5 e=2 standbys=m2,m3,m4 seq=9",
+		standby: StandbyMove{From: "m3", To: "m4"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Plan(tc.in)
+			checkPlan(t, tc.in, res)
+			if got := moveLines(res.Moves); !slices.Equal(got, tc.moves) {
+				t.Errorf("Plan(in).Moves = %q, want %q", got, tc.moves)
+			}
+			checkSummaries(t, res, map[string]string{"s-0": tc.s0})
+			if mv := res.Assignment.Tasks["s-0"].StandbyMove; mv == nil || *mv != tc.standby {
+				t.Errorf("s-0's standby move = %s, want %s -> %s", js(mv), tc.standby.From, tc.standby.To)
+			}
+		})
+	}
+}
