@@ -13,6 +13,23 @@ import (
 	"github.com/handoffhq/handoff/internal/natstest"
 )
 
+// lead starts a server, opens group g's bucket there and wins its lease as
+// member a.
+func lead(t testing.TB) (jetstream.JetStream, jetstream.KeyValue, *Lease) {
+	t.Helper()
+	ctx := context.Background()
+	js := natstest.Start(t).JetStream(t)
+	kv, err := OpenBucket(ctx, js, "g", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Campaign(ctx, js, kv, "g", LeaseRecord{Member: "a"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, kv, l
+}
+
 // entries returns n entries under prefix, each value naming its key and tag.
 func entries(prefix, tag string, n int) []Entry {
 	out := make([]Entry, n)
@@ -46,15 +63,7 @@ func checkStored(t *testing.T, kv jetstream.KeyValue, es []Entry, revs []uint64)
 // ErrLeaseLost and nothing of it is stored.
 func TestLeaseFencesBatches(t *testing.T) {
 	ctx := context.Background()
-	js := natstest.Start(t).JetStream(t)
-	kv, err := OpenBucket(ctx, js, "g", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Campaign(ctx, js, kv, "g", LeaseRecord{Member: "a"}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, kv, l := lead(t)
 	first := entries("assign.m", "1", MaxBatch+3) // two batches
 	revs, err := l.PutBatch(ctx, first)
 	if err != nil {
@@ -88,16 +97,7 @@ func TestLeaseFencesBatches(t *testing.T) {
 // batches are stored.
 func TestUnfinishedBatchStoresNothing(t *testing.T) {
 	ctx := context.Background()
-	srv := natstest.Start(t)
-	js := srv.JetStream(t)
-	kv, err := OpenBucket(ctx, js, "g", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := Campaign(ctx, js, kv, "g", LeaseRecord{Member: "a"}, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, kv, l := lead(t)
 	half := entries("assign.m", "unfinished", 4)
 	if _, err := publishBatch(ctx, js.Conn(), "g", half, l.Revision(), false); err != nil {
 		t.Fatal(err)
@@ -187,15 +187,7 @@ func TestPublishWhenBatchesAreRefused(t *testing.T) {
 // process): what a generation with n changed assignments costs.
 func BenchmarkPutBatch(b *testing.B) {
 	ctx := context.Background()
-	js := natstest.Start(b).JetStream(b)
-	kv, err := OpenBucket(ctx, js, "g", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := Campaign(ctx, js, kv, "g", LeaseRecord{Member: "a"}, time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, _, l := lead(b)
 	value := make([]byte, 600) // a member's assignment of about ten tasks
 	for _, n := range []int{2, 4, 8, 32, 128, 500} {
 		es := make([]Entry, n)
