@@ -46,9 +46,10 @@ type memberLoad struct {
 // balance returns the member each task should end on (nil if none) when
 // the members in capable may own tasks, with held's destinations fixed
 // (nil: none) and revoking[i] the target of a revoke this plan starts for
-// stateless task i (nil: none; see counted), so that every capable member ends with exactly its quotas
-// (see setQuotas: stateful, stateless and all actives balanced at once),
-// moving as few tasks as the quotas allow. For each kind:
+// stateless task i (nil: none; see counted), so that every capable member
+// ends with exactly its quotas (see setQuotas: stateful, stateless and all
+// actives balanced at once), moving as few tasks as the quotas allow. For
+// each kind:
 //
 //  1. a task being revoked goes to its revoke target (the move is under
 //     way); a task that got a new owner in this plan stays with it (a task

@@ -143,12 +143,12 @@ const BatchFrom = 8
 // Publish writes res's generation, fenced on l: every live member's
 // assignment that changed, in atomic batches when there are p.BatchFrom or
 // more (Lease.PutBatch; one by one if the server refuses them), then the
-// generation record, one write after the other: a replicated stream refuses a fenced write while another
-// fenced on the same subject is in flight, so they cannot be pipelined.
-// Compact, the full record goes to KeyIndex and the generation record
-// names it, and a member that left the group gets a last assignment that
-// says so. It returns the full record of what it published and how it
-// wrote it.
+// generation record. Single writes go one after the other: a replicated
+// stream refuses a fenced write while another fenced on the same subject
+// is in flight, so they cannot be pipelined. Compact, the full record goes
+// to KeyIndex and the generation record names it, and a member that left
+// the group gets a last assignment that says so. It returns the full
+// record of what it published and how it wrote it.
 func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, live []string, compact bool) (GenerationRecord, PublishStats, error) {
 	parts, unassigned := Split(res.Assignment, live, res.Shutdown)
 	gen, term := res.Assignment.Generation, l.Term()
