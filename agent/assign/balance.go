@@ -65,8 +65,9 @@ type memberLoad struct {
 //  4. the shed tasks and those of leaving members (leaving first, then by
 //     task ID) go to their current learner if it has room; the others then
 //     to a member with room that holds them warm (standby with the lowest
-//     lag, then the furthest local copy); the rest to the member with the
-//     most room.
+//     lag, then the furthest local copy), a caught-up standby before
+//     the others, the tasks with the fewest warm members first (see
+//     placeWarm); the rest to the member with the most room.
 //
 // Each step only fills room, and the quotas add up to the tasks balanced,
 // so every task gets a destination. Nothing moves when every member holds
@@ -248,20 +249,7 @@ func (b *balancer) balanceKind(k kind) {
 		}
 		return cmp.Compare(a, c)
 	})
-	shed = append(cold, shed...)
-	// Learners claim their room before warm copies and empty room are
-	// handed out, so that a move in flight keeps its destination.
-	for _, pick := range []func(int, kind) *member{b.learnerDestination, b.warmDestination} {
-		var rest []int
-		for _, i := range shed {
-			if m := pick(i, k); m != nil {
-				b.give(i, m, k)
-				continue
-			}
-			rest = append(rest, i)
-		}
-		shed = rest
-	}
+	shed = b.placeWarm(append(cold, shed...), k)
 	if len(shed) == 0 {
 		return
 	}
@@ -353,6 +341,74 @@ func (b *balancer) markMoving(k kind) {
 	}
 }
 
+// placeWarm gives the shed tasks of kind k their learner if it has room,
+// else a member with room that holds them warm (warmDestination), and
+// returns the others in shed's order. Learners claim their room first, so
+// that a move in flight keeps its destination; then the standbys that have
+// caught up (they can take over at once); then the other warm members.
+// These two serve the tasks with the fewest warm members first, then in
+// shed's order. In shed's order alone, a task warm on two members could
+// take the last room of the only one another task is warm on, sending
+// that one cold to a member that needs a learner; and as a plan adds
+// standbys (a copy beside the one on a task's destination, say), the next
+// plan, finding one more warm member for the first task, took that room
+// and started a learner the plan before had not. The order does not depend
+// on room, which the tasks this plan revokes or gives a learner take first
+// in the next one (step 1, learners), so that the tasks left choose as
+// they did.
+func (b *balancer) placeWarm(shed []int, k kind) []int {
+	type ranked struct{ task, at, warm int }
+	rs := make([]ranked, len(shed))
+	for j, i := range shed {
+		rs[j] = ranked{task: i, at: j}
+		if k == statefulKind {
+			rs[j].warm = b.warmMembers(i)
+		}
+	}
+	place := func(pick func(int, kind) *member) {
+		left := rs[:0]
+		for _, r := range rs {
+			if m := pick(r.task, k); m != nil {
+				b.give(r.task, m, k)
+				continue
+			}
+			left = append(left, r)
+		}
+		rs = left
+	}
+	place(b.learnerDestination)
+	slices.SortStableFunc(rs, func(a, c ranked) int { return cmp.Compare(a.warm, c.warm) })
+	if k == statefulKind {
+		place(func(i int, k kind) *member { return b.warmDestination(i, k, true) })
+		place(func(i int, k kind) *member { return b.warmDestination(i, k, false) })
+	}
+	slices.SortFunc(rs, func(a, c ranked) int { return cmp.Compare(a.at, c.at) })
+	out := shed[:0]
+	for _, r := range rs {
+		out = append(out, r.task)
+	}
+	return out
+}
+
+// warmMembers counts the capable members other than its owner that hold
+// task i warm: its standbys and the members with local state.
+func (b *balancer) warmMembers(i int) int {
+	p := b.p
+	t := p.next[i]
+	n := 0
+	for _, s := range t.Standbys {
+		if m := p.byID[s]; b.can(m) && m.id != t.Active {
+			n++
+		}
+	}
+	for _, e := range p.positions.of(i) {
+		if b.can(e.m) && e.m.id != t.Active && !p.hasStandby(i, e.m.id) {
+			n++
+		}
+	}
+	return n
+}
+
 // learnerDestination is shed task i's learner if it has room, else nil.
 func (b *balancer) learnerDestination(i int, k kind) *member {
 	t := b.p.next[i]
@@ -366,8 +422,9 @@ func (b *balancer) learnerDestination(i int, k kind) *member {
 
 // warmDestination picks where shed task i should go if a member with room
 // holds it warm: a standby (lowest lag, then furthest local copy, then
-// ID), else the member with the furthest local copy. Nil if none.
-func (b *balancer) warmDestination(i int, k kind) *member {
+// ID), else the member with the furthest local copy; with caughtUp, only a
+// standby that has caught up. Nil if none.
+func (b *balancer) warmDestination(i int, k kind, caughtUp bool) *member {
 	p := b.p
 	t := p.next[i]
 	ok := func(m *member) bool { return m != nil && m.id != t.Active && b.room(m, k) > 0 }
@@ -378,7 +435,7 @@ func (b *balancer) warmDestination(i int, k kind) *member {
 	var bestLag uint64
 	for _, s := range t.Standbys {
 		m := p.byID[s]
-		if !ok(m) {
+		if !ok(m) || caughtUp && !p.caughtUp(i, s) {
 			continue
 		}
 		// Standbys are sorted, so ties keep the lower ID; a tie of lags
@@ -388,7 +445,7 @@ func (b *balancer) warmDestination(i int, k kind) *member {
 			best, bestLag = m, l
 		}
 	}
-	if best != nil {
+	if best != nil || caughtUp {
 		return best
 	}
 	for _, e := range p.positions.of(i) {

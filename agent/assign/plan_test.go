@@ -431,3 +431,53 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanWarmDestinationsFewestFirst: leaving m9's tasks go to m1 and m2,
+// which have room for one each, warm where they can; planning the result
+// again changes nothing.
+//   - s-0 has standbys on m2 and on leaving m8, s-1 on m1: neither move
+//     needs a learner. m8's drop costs s-0 zone c, and the plan wins it
+//     back beside the copy on s-0's destination, on m1. Planned again, s-0
+//     is warm on m1 and m2 and s-1 on m1 alone: s-1 chooses first and
+//     keeps m1 (in task order, s-0 took m1 and s-1 went to m2 with a new
+//     learner).
+//   - s-0's standby on m2 has caught up, and s-1 is warm on m2 alone: s-0
+//     takes m2 over at once, and s-1 goes to m1 through a learner (had s-1
+//     chosen first, the copy the plan adds beside it on m1 would make both
+//     warm on two members, and s-0, first in task order, would take m2 in
+//     the next plan).
+func TestPlanWarmDestinationsFewestFirst(t *testing.T) {
+	group := []Member{{ID: "m1", Zone: "a"}, {ID: "m2", Zone: "b"}, {ID: "m8", Zone: "c", Leaving: true}, {ID: "m9", Zone: "d", Leaving: true}}
+	for _, tc := range []struct {
+		name, current string
+		lags          map[string]map[string]uint64
+		moves         []string
+	}{{
+		name: "the only warm member of a task",
+		current: `{"generation":3,"leaving":{"m8":"2025-06-01T12:00:00Z","m9":"2025-06-01T12:00:00Z"},"tasks":{
+			"s-0":{"active":"m9","epoch":1,"standbys":["m2","m8"]},
+			"s-1":{"active":"m9","epoch":1,"standbys":["m1"]}}}`,
+		moves: []string{"s-0 standby-drop >m8 member-leaving", "s-0 standby-add m9>m1 standbys"},
+	}, {
+		name: "a caught-up standby first",
+		current: `{"generation":3,"leaving":{"m8":"2025-06-01T12:00:00Z","m9":"2025-06-01T12:00:00Z"},"tasks":{
+			"s-0":{"active":"m9","epoch":1,"standbys":["m1","m2"]},
+			"s-1":{"active":"m9","epoch":1,"standbys":["m2","m8"]}}}`,
+		lags:  lags("s-0/m2=0"),
+		moves: []string{"s-0 revoke m9>m2 leave", "s-1 standby-drop >m8 member-leaving", "s-1 learner-add m9>m1 leave"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{Config: config("s-0..1", "", func(c *Config) { c.Standbys = 2 }), Now: t0, Members: group,
+				Current: assignmentJSON(t, tc.current), Lags: tc.lags}
+			res := Plan(in)
+			checkPlan(t, in, res)
+			if got := moveLines(res.Moves); !slices.Equal(got, tc.moves) {
+				t.Fatalf("Plan(in).Moves = %q, want %q", got, tc.moves)
+			}
+			in.Current = res.Assignment
+			if again := Plan(in); again.Changed {
+				t.Fatalf("planning the result again: %q, want no change", moveLines(again.Moves))
+			}
+		})
+	}
+}
