@@ -153,11 +153,16 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 	parts, unassigned := Split(res.Assignment, live, res.Shutdown)
 	gen, term := res.Assignment.Generation, l.Term()
 	revs := make(map[string]uint64, len(parts))
+	// change is an entry's member and what it publishes of it (nil: a
+	// removal).
+	type change struct {
+		id      string
+		content []byte
+	}
 	var (
 		st      PublishStats
 		entries []Entry
-		changed []string    // the member of each entry
-		news    []published // what the entry publishes of its member (nil content: a removal)
+		changed []change
 	)
 	add := func(id string, ma MemberAssignment, c []byte) error {
 		data, err := json.Marshal(ma)
@@ -165,8 +170,7 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 			return fmt.Errorf("encode assignment of %s: %w", id, err)
 		}
 		entries = append(entries, Entry{Key: PrefixAssignment + id, Value: data})
-		changed = append(changed, id)
-		news = append(news, published{content: c})
+		changed = append(changed, change{id, c})
 		return nil
 	}
 	for _, id := range slices.Sorted(maps.Keys(parts)) {
@@ -199,9 +203,9 @@ func (p *Publisher) Publish(ctx context.Context, l *Lease, res assign.Result, li
 	}
 	stored := func(i int, rev uint64) {
 		st.Writes++
-		if id := changed[i]; news[i].content != nil {
-			p.published[id] = published{content: news[i].content, rev: rev}
-			revs[id] = rev
+		if c := changed[i]; c.content != nil {
+			p.published[c.id] = published{content: c.content, rev: rev}
+			revs[c.id] = rev
 		}
 		if p.AfterWrite != nil {
 			p.AfterWrite(entries[i].Key)
