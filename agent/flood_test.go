@@ -22,7 +22,6 @@ import (
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
 	"github.com/handoffhq/handoff/httpapi"
-	harness "github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/poll"
 	"github.com/handoffhq/handoff/internal/sidecar"
 )
@@ -159,31 +158,15 @@ func TestWorkerKeepsItsTasksThroughASlowBodyFlood(t *testing.T) {
 	}))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	m, err := harness.OpenLocal(ctx, harness.LocalOptions{
-		NATSURL: c.srv.URL,
-		Sidecar: sidecar.Options{
-			DataDir: filepath.Join(t.TempDir(), "m1"),
-			Agent: agent.Options{Group: c.group, MemberID: "m1", Config: c.cfg, Logger: log,
-				RequireWorker: true, WorkerTimeout: workerTimeout},
-			Listen: "127.0.0.1:0",
-			API:    httpapi.Options{BodyReadTimeout: 300 * time.Millisecond},
-			Logger: log,
-		},
+	m, stop := c.startM1(ctx, sidecar.Options{
+		DataDir: filepath.Join(t.TempDir(), "m1"),
+		Agent: agent.Options{Group: c.group, MemberID: "m1", Config: c.cfg, Logger: log,
+			RequireWorker: true, WorkerTimeout: workerTimeout},
+		Listen: "127.0.0.1:0",
+		API:    httpapi.Options{BodyReadTimeout: 300 * time.Millisecond},
+		Logger: log,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := m.Stop(stopWait); err != nil {
-			t.Errorf("stop m1: %v", err)
-		}
-	}()
-	if c.kv, err = c.grp.Bucket(ctx); err != nil {
-		t.Fatal(err)
-	}
+	defer stop()
 	cl := m.Client()
 
 	w := &floodWorker{started: map[string]uint64{}, acked: map[string]int{}}

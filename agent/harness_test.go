@@ -40,6 +40,31 @@ type cluster struct {
 	agentOptions func(id string, o *agent.Options)
 }
 
+// startM1 opens and starts member m1 of c with opts (its own agent and
+// API, as a test that needs them sets them up), points c.kv at the group's
+// bucket, and returns the member and its stop, for the caller to defer.
+func (c *cluster) startM1(ctx context.Context, opts sidecar.Options) (*harness.Local, func()) {
+	t := c.t
+	t.Helper()
+	m, err := harness.OpenLocal(ctx, harness.LocalOptions{NATSURL: c.srv.URL, Sidecar: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() {
+		if err := m.Stop(stopWait); err != nil {
+			t.Errorf("stop m1: %v", err)
+		}
+	}
+	if c.kv, err = c.grp.Bucket(ctx); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	return m, stop
+}
+
 // member is one agent of the cluster, in this process (harness.Local), with
 // a data dir that survives its restarts; a, store and sc are its current
 // run's, nil once it is stopped.

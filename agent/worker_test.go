@@ -12,7 +12,6 @@ import (
 	"github.com/handoffhq/handoff/agent"
 	"github.com/handoffhq/handoff/api"
 	"github.com/handoffhq/handoff/client"
-	harness "github.com/handoffhq/handoff/internal/cluster"
 	"github.com/handoffhq/handoff/internal/poll"
 	"github.com/handoffhq/handoff/internal/sidecar"
 )
@@ -64,30 +63,14 @@ func TestWorkerWatch(t *testing.T) {
 	c := newCluster(t, testConfig("w-0..1", ""))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := harness.OpenLocal(ctx, harness.LocalOptions{
-		NATSURL: c.srv.URL,
-		Sidecar: sidecar.Options{
-			DataDir: filepath.Join(t.TempDir(), "m1"),
-			Agent: agent.Options{Group: c.group, MemberID: "m1", Config: c.cfg, Logger: c.logger("m1"),
-				RequireWorker: true, WorkerTimeout: 1500 * time.Millisecond},
-			Listen: "127.0.0.1:0",
-			Logger: c.logger("m1"),
-		},
+	m, stop := c.startM1(ctx, sidecar.Options{
+		DataDir: filepath.Join(t.TempDir(), "m1"),
+		Agent: agent.Options{Group: c.group, MemberID: "m1", Config: c.cfg, Logger: c.logger("m1"),
+			RequireWorker: true, WorkerTimeout: 1500 * time.Millisecond},
+		Listen: "127.0.0.1:0",
+		Logger: c.logger("m1"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := m.Stop(stopWait); err != nil {
-			t.Errorf("stop m1: %v", err)
-		}
-	}()
-	if c.kv, err = c.grp.Bucket(ctx); err != nil {
-		t.Fatal(err)
-	}
+	defer stop()
 	cl := m.Client()
 
 	poll.Eventually(t, 10*time.Second, "m1's worker detached before any poll", func() error {

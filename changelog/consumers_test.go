@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/handoffhq/handoff/internal/natstest"
 )
 
@@ -22,13 +20,5 @@ func TestChangelogHoldsManyConsumers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const consumers = 1_001
-	for i := range consumers {
-		_, err := js.CreateConsumer(ctx, log.Stream().CachedInfo().Config.Name, jetstream.ConsumerConfig{
-			FilterSubject: Subject("g", "t"), InactiveThreshold: time.Minute,
-		})
-		if err != nil {
-			t.Fatalf("consumer %d of %d: %v", i+1, consumers, err)
-		}
-	}
+	natstest.CreateConsumers(ctx, t, js, log.Stream().CachedInfo().Config.Name, Subject("g", "t"), 1_001)
 }

@@ -24,15 +24,7 @@ func TestBucketHoldsManyConsumers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const consumers = 1_001
-	for i := range consumers {
-		_, err := js.CreateConsumer(ctx, "KV_"+BucketName("g"), jetstream.ConsumerConfig{
-			FilterSubject: "$KV." + BucketName("g") + "." + KeyGeneration, InactiveThreshold: time.Minute,
-		})
-		if err != nil {
-			t.Fatalf("consumer %d of %d: %v", i+1, consumers, err)
-		}
-	}
+	natstest.CreateConsumers(ctx, t, js, "KV_"+BucketName("g"), "$KV."+BucketName("g")+"."+KeyGeneration, 1_001)
 }
 
 // TestOpenBucketUpdatesOnlyWhatDiffers: a member that opens a bucket that

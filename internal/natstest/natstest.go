@@ -4,6 +4,7 @@
 package natstest
 
 import (
+	"context"
 	"net"
 	"os"
 	"testing"
@@ -120,4 +121,18 @@ func StartDeployed(t testing.TB) jetstream.JetStream {
 		t.Fatalf("natstest: jetstream: %v", err)
 	}
 	return js
+}
+
+// CreateConsumers creates n consumers of stream, each filtered on subject
+// and dropped a minute after its last use, and fails t at the first the
+// server refuses: what a group holds on a stream at scale (tests of the
+// stream's consumer bound).
+func CreateConsumers(ctx context.Context, t testing.TB, js jetstream.JetStream, stream, subject string, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{FilterSubject: subject, InactiveThreshold: time.Minute})
+		if err != nil {
+			t.Fatalf("consumer %d of %d on %s: %v", i+1, n, stream, err)
+		}
+	}
 }
