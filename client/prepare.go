@@ -32,7 +32,8 @@ type PrepareInfo struct {
 // owns it from then on. It is called once per stay of the task here
 // (learner to standby is the same stay), in a goroutine of its own, so it
 // never delays the runner; an error only means that the task function
-// starts unprepared.
+// starts unprepared, and what PrepareFunc returned with it is neither
+// handed over nor closed (a typed nil pointer would not survive Close).
 //
 // ctx ends when the task leaves this member without becoming active here,
 // when Run ends, or when the task becomes active here before PrepareFunc
@@ -97,7 +98,11 @@ func (r *runner) prepareAll(ctx context.Context, v api.View, revoked map[string]
 		go func() {
 			defer r.bg.Done()
 			defer close(p.done)
-			p.value, p.err = r.callPrepare(pctx, info)
+			v, err := r.callPrepare(pctx, info)
+			if err != nil {
+				v = nil // a failed preparation hands over nothing and closes nothing
+			}
+			p.value, p.err = v, err
 		}()
 	}
 }

@@ -134,3 +134,32 @@ func TestRunClosesPreparationsWhenItEnds(t *testing.T) {
 		t.Errorf("the preparation was closed %d times when Run ended, want once", n)
 	}
 }
+
+// closesNil is a preparation whose Close fails on a nil receiver, as a
+// nil pointer of a reader type's would.
+type closesNil struct{ closed atomic.Int32 }
+
+func (c *closesNil) Close() error {
+	c.closed.Add(1) // panics on a nil *closesNil
+	return nil
+}
+
+// TestRunIgnoresWhatAFailedPrepareReturned: a prepare that fails returns a
+// value beside its error (here a nil pointer of a closer type, which a
+// worker returning its constructor's results gives); when the task leaves
+// without becoming active, the runner neither hands it over nor closes it.
+func TestRunIgnoresWhatAFailedPrepareReturned(t *testing.T) {
+	agent := httpapitest.New()
+	agent.Set("t1", httpapitest.Task{Role: api.RoleLearner, Epoch: 1})
+	h := startRunOpts(t, agent, finalCommit, nil, RunOptions{Prepare: func(context.Context, PrepareInfo) (any, error) {
+		var c *closesNil
+		return c, errors.New("no input today")
+	}})
+	h.expect("t1", EventPrepare)
+	agent.Remove("t1")
+	h.expect("t1", EventDiscard)
+	h.cancel()
+	if err := h.wait(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}

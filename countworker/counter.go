@@ -150,7 +150,11 @@ func (w *counter) prepare(ctx context.Context, info client.PrepareInfo) (any, er
 		}
 		start = si.State.LastSeq + 1
 	}
-	return w.openReader(ctx, InputSubject(w.group, info.ID), start, false)
+	r, err := w.openReader(ctx, InputSubject(w.group, info.ID), start, false)
+	if err != nil {
+		return nil, err // not a nil *reader: the runner would close it
+	}
+	return r, nil
 }
 
 // inputStream returns the input stream, looked up once.
